@@ -1,0 +1,13 @@
+"""NeoFlow: write a new operator as a tensor expression; get its gradient and
+fast native code for the whole training step.
+
+>>> import neoflow as nf
+>>> A = nf.placeholder((4, 3), name="A")
+>>> B = nf.compute((3, 4), lambda i, j: A[j, i] * 2.0, name="B")
+"""
+from .errors import NeoFlowError
+from .te import (Expr, Tensor, abs, cast, compute, const, erf, evaluate, exp, floor, log, max,
+                 maximum, min, minimum, parameter, placeholder, pow, reduce_axis, rsqrt,
+                 sigmoid, sqrt, sum, tanh, where)
+
+__version__ = "0.1.0"

@@ -1,0 +1,38 @@
+"""Errors a user can cause. Every one is a NeoFlowError; messages name the
+tensor, the dimension and what was expected."""
+
+
+class NeoFlowError(Exception):
+    """Base class of every error NeoFlow raises on bad input."""
+
+
+class ExpressionError(NeoFlowError):
+    """A malformed tensor expression (caught at construction)."""
+
+
+class DTypeError(ExpressionError):
+    """Operands or indices of the wrong dtype."""
+
+
+class ShapeError(ExpressionError):
+    """A shape or an index count that does not fit."""
+
+
+class InputError(NeoFlowError):
+    """A value passed to a built function, the evaluator or a trainer does not fit."""
+
+
+class OutOfBoundsError(NeoFlowError):
+    """A read outside a tensor (e.g. a gather index out of range)."""
+
+
+class GradError(NeoFlowError):
+    """A gradient that cannot be formed as asked."""
+
+
+class BuildError(NeoFlowError):
+    """Generated code failed to compile or load."""
+
+
+class CompilerNotFoundError(BuildError):
+    """No system C compiler was found."""
