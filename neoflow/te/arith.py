@@ -1,0 +1,208 @@
+"""Integer arithmetic on index expressions: affine (linear) forms, interval
+bounds over variable ranges, and narrowing of ranges by conditions.
+
+Shared by autodiff (solving index maps, dropping conditions that always hold)
+and by lowering (proving reads in bounds, tightening loop ranges).
+
+Hands on: `Linear` forms, (lo, hi) intervals (inclusive), narrowed ranges.
+"""
+from .expr import Binary, Cast, Const, IterVar, Select, Unary
+from . import dtype as dt
+
+
+class Linear:
+    """sum(coeff * var) + const over IterVars, with integer coefficients.
+
+    >>> f = linear_form(2 * i + k - 1); f.terms[i], f.const
+    (2, -1)
+    """
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms=None, const=0):
+        self.terms = {v: c for v, c in (terms or {}).items() if c != 0}
+        self.const = const
+
+    def __add__(self, o):
+        terms = dict(self.terms)
+        for v, c in o.terms.items():
+            terms[v] = terms.get(v, 0) + c
+        return Linear(terms, self.const + o.const)
+
+    def scale(self, k):
+        return Linear({v: c * k for v, c in self.terms.items()}, self.const * k)
+
+    def __sub__(self, o):
+        return self + o.scale(-1)
+
+    @property
+    def is_const(self):
+        return not self.terms
+
+    def to_expr(self):
+        """The form as an int64 expression (terms in insertion order)."""
+        out = None
+        for v, c in self.terms.items():
+            term = v if c == 1 else (-v if c == -1 else v * c)
+            out = term if out is None else out + term
+        if out is None:
+            return Const(self.const, dt.INDEX)
+        return out + self.const if self.const else out
+
+
+def linear_form(e):
+    """The affine form of an integer expression, or None if it is not affine."""
+    if isinstance(e, Const) and dt.is_int(e.dtype):
+        return Linear(const=e.value)
+    if isinstance(e, IterVar):
+        return Linear({e: 1})
+    if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.a.dtype):
+        return linear_form(e.a)
+    if isinstance(e, Unary) and e.op == "neg":
+        a = linear_form(e.a)
+        return None if a is None else a.scale(-1)
+    if isinstance(e, Binary) and e.op in ("add", "sub", "mul"):
+        a, b = linear_form(e.a), linear_form(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "add":
+            return a + b
+        if e.op == "sub":
+            return a - b
+        if a.is_const:
+            return b.scale(a.const)
+        if b.is_const:
+            return a.scale(b.const)
+    return None
+
+
+def var_range(v, ranges):
+    """Inclusive (lo, hi) of IterVar `v`: from `ranges` if given there, else its own."""
+    return ranges.get(v, (v.lo, v.hi - 1)) if ranges else (v.lo, v.hi - 1)
+
+
+def interval(e, ranges=None):
+    """Inclusive integer bounds (lo, hi) of `e` over `ranges` ({IterVar: (lo, hi)}),
+    or None when unknown (e.g. a value read from a tensor).
+
+    >>> interval(i * 2 - 1)   # i in [0, 4)
+    (-1, 5)
+    """
+    f = linear_form(e)
+    if f is not None:
+        lo = hi = f.const
+        for v, c in f.terms.items():
+            a, b = var_range(v, ranges)
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        return lo, hi
+    if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.a.dtype):
+        return interval(e.a, ranges)
+    if isinstance(e, Select):
+        a, b = interval(e.t, ranges), interval(e.f, ranges)
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if not isinstance(e, Binary) or not dt.is_int(e.dtype):
+        return None
+    a, b = interval(e.a, ranges), interval(e.b, ranges)
+    if a is None or b is None:
+        if e.op == "mod" and isinstance(e.b, Const) and e.b.value > 0:
+            return 0, e.b.value - 1
+        return None
+    if e.op == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if e.op == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if e.op == "mul":
+        products = [x * y for x in a for y in b]
+        return min(products), max(products)
+    if e.op in ("max", "min"):
+        pick = max if e.op == "max" else min
+        return pick(a[0], b[0]), pick(a[1], b[1])
+    if e.op == "floordiv" and isinstance(e.b, Const):
+        c = e.b.value
+        ends = (a[0] // c, a[1] // c)
+        return min(ends), max(ends)
+    if e.op == "mod" and isinstance(e.b, Const):
+        c = e.b.value
+        if c > 0 and a[0] // c == a[1] // c:  # no wrap inside the range
+            return a[0] % c, a[1] % c
+        return (0, c - 1) if c > 0 else (c + 1, 0)
+    return None
+
+
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
+
+
+def narrow(cond, ranges):
+    """Ranges tightened by a condition assumed true, or None if it cannot hold.
+
+    Understands conjunctions (&) of comparisons between affine expressions;
+    each comparison tightens every variable it bounds given the others'
+    ranges. Other conditions leave the ranges as they are.
+
+    >>> narrow((i - 1 >= 0) & (i < 5), {})[i]   # i in [0, 8)
+    (1, 4)
+    """
+    out = dict(ranges)
+    if isinstance(cond, Binary) and cond.op == "and":
+        out = narrow(cond.a, out)
+        return None if out is None else narrow(cond.b, out)
+    if not (isinstance(cond, Binary) and cond.op in _FLIP):
+        return out
+    fa, fb = linear_form(cond.a), linear_form(cond.b)
+    if fa is None or fb is None:
+        return out
+    diff = fa - fb  # cond: diff (op) 0
+    op = cond.op
+    for v, c in diff.terms.items():
+        rest = Linear({u: k for u, k in diff.terms.items() if u is not v}, diff.const)
+        lo_rest, hi_rest = interval(rest.to_expr(), out)
+        # c*v + rest (op) 0  ->  c*v (op) -rest
+        vop = op if c > 0 else _FLIP[op]
+        lo, hi = var_range(v, out)
+        c_abs = abs(c)
+        # bound of v from the most permissive value of -rest
+        if vop in ("lt", "le", "eq"):  # c_abs*v <= -rest (- 1 if lt)
+            bound = (-lo_rest if c > 0 else hi_rest) - (1 if vop == "lt" else 0)
+            hi = min(hi, bound // c_abs)
+        if vop in ("gt", "ge", "eq"):  # c_abs*v >= -rest (+ 1 if gt)
+            bound = (-hi_rest if c > 0 else lo_rest) + (1 if vop == "gt" else 0)
+            lo = max(lo, -((-bound) // c_abs))
+        if lo > hi:
+            return None
+        out[v] = (lo, hi)
+    if diff.is_const:
+        holds = {"lt": diff.const < 0, "le": diff.const <= 0, "gt": diff.const > 0,
+                 "ge": diff.const >= 0, "eq": diff.const == 0}[op]
+        return out if holds else None
+    return out
+
+
+def prove(cond, ranges=None):
+    """True if `cond` holds everywhere on `ranges`, False if nowhere, else None.
+
+    >>> prove(i < 10)   # i in [0, 4)
+    True
+    """
+    if isinstance(cond, Const):
+        return bool(cond.value)
+    if isinstance(cond, Binary) and cond.op in ("and", "or"):
+        a, b = prove(cond.a, ranges), prove(cond.b, ranges)
+        if cond.op == "and":
+            return False if False in (a, b) else (True if a and b else None)
+        return True if True in (a, b) else (False if a is False and b is False else None)
+    if isinstance(cond, Unary) and cond.op == "not":
+        p = prove(cond.a, ranges)
+        return None if p is None else not p
+    if not (isinstance(cond, Binary) and cond.op in ("lt", "le", "gt", "ge", "eq", "ne")):
+        return None
+    if not (dt.is_int(cond.a.dtype) and dt.is_int(cond.b.dtype)):
+        return None
+    d = interval(Binary("sub", cond.a, cond.b, "int64"), ranges)
+    if d is None:
+        return None
+    lo, hi = d
+    table = {"lt": (hi < 0, lo >= 0), "le": (hi <= 0, lo > 0), "gt": (lo > 0, hi <= 0),
+             "ge": (lo >= 0, hi < 0), "eq": (lo == hi == 0, lo > 0 or hi < 0),
+             "ne": (lo > 0 or hi < 0, lo == hi == 0)}
+    always, never = table[cond.op]
+    return True if always else (False if never else None)
