@@ -1,0 +1,34 @@
+# build/driver: source -> callable, the build stage end to end.
+#
+# Picks the compiler and flags, looks the kernel up in the on-disk cache,
+# compiles it on a miss (or when the cached entry fails verification), and
+# hands on the loaded CompiledLibrary.
+from __future__ import annotations
+
+from typing import Sequence
+
+from neoflow.build import cache
+from neoflow.build.compiler import compile_flags, compile_shared, find_compiler, fingerprint
+from neoflow.build.library import CompiledLibrary, load
+
+
+def compile_c(
+    source: str, *, openmp: bool = True, sanitize: bool = False, extra_flags: Sequence[str] = ()
+) -> CompiledLibrary:
+    """Compile C `source` to a shared library (once; later calls hit the disk cache) and load it.
+
+    `sanitize=True` builds with AddressSanitizer; such a library loads only in
+    a process started with `asan_runtime_path()` in LD_PRELOAD.
+
+    >>> lib = compile_c("double add(double a, double b) { return a + b; }")  # doctest: +SKIP
+    >>> add = lib.get("add", [ctypes.c_double] * 2, ctypes.c_double)       # doctest: +SKIP
+    >>> add(1.0, 2.0)                                                      # doctest: +SKIP
+    3.0
+    """
+    cc = find_compiler()
+    flags = compile_flags(cc, openmp=openmp, sanitize=sanitize, extra_flags=extra_flags)
+    key = cache.cache_key(source, fingerprint(cc, flags))
+    path = cache.lookup(key)
+    if path is None:
+        path = cache.store(key, source, lambda c_file, out: compile_shared(cc, flags, c_file, out))
+    return load(path, source)
