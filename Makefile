@@ -1,5 +1,6 @@
 # Two entry points for a fresh clone: `make demo` and `make test`.
-# Each creates .venv (NumPy, pytest, the CPU build of torch==2.13.0) when missing.
+# Each creates .venv (NumPy, pytest, the CPU build of torch==2.13.0, tqdm,
+# scikit-learn, matplotlib) when missing.
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -8,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,examples]'
 	touch $(STAMP)
 
 demo: $(STAMP)
