@@ -38,7 +38,7 @@ def as_input_array(tensor, value):
     if value.dtype.name != tensor.dtype:
         raise InputError(f"input '{tensor.name}': expected dtype {tensor.dtype}, got "
                          f"{value.dtype.name} (convert with .astype(np.{tensor.dtype}))")
-    return np.ascontiguousarray(value)
+    return np.ascontiguousarray(value).reshape(tensor.shape)  # keeps 0-d as 0-d
 
 
 def resolve_feed(feed, tensors):
