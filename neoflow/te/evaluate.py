@@ -158,6 +158,7 @@ class _Compute:
         if e.cond is not None:
             cond, bad_cond = self.ev(e.cond, inner)
             value = np.where(cond, value, identity)
+            shape = value.shape  # the condition may span grid axes the body does not
             bad = _or(bad_cond, None if bad is None else (bad & cond))
         red_axes = tuple(range(f.depth, depth))
         fn = {"sum": np.sum, "max": np.max, "min": np.min}[e.op]
@@ -200,7 +201,7 @@ def _unary(op, a):
     if op == "rsqrt":
         return one / np.sqrt(a)
     if op == "erf":
-        return _erf(a).astype(a.dtype)
+        return np.asarray(_erf(a), dtype=a.dtype)
     return {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sqrt": np.sqrt,
             "floor": np.floor}[op](a)
 

@@ -117,3 +117,18 @@ def test_zero_dim_output():
     xv = rng.standard_normal(4)
     out = nf.evaluate(loss, {x: xv})
     assert out.shape == () and np.isclose(out, (xv ** 2).sum())
+
+
+def test_reduce_condition_over_axes_the_body_does_not_use():
+    x = nf.placeholder((4,), "float64", name="x")
+    k = nf.reduce_axis(3, name="k")
+    y = nf.compute((3, 4), lambda i, j: nf.where(
+        j >= 1, nf.sum(x[j - 1] * 1.0, axis=k, where=k <= i), 0.0))
+    xv = np.arange(4.0)
+    want = np.array([[0.0] + [(i + 1) * xv[j - 1] for j in range(1, 4)] for i in range(3)])
+    np.testing.assert_array_equal(nf.evaluate(y, {x: xv}), want)
+
+
+def test_intrinsics_of_constants():
+    y = nf.compute((2,), lambda i: nf.erf(nf.const(0.7, "float64")) + nf.exp(nf.const(0.0, "float64")))
+    np.testing.assert_allclose(nf.evaluate(y, {}), [1.6778011938374185] * 2, rtol=1e-15)
