@@ -20,8 +20,8 @@ def _elementwise(x, fn, name):
 
 
 def relu(input, inplace=False):
-    """F.relu: max(x, 0) (written as where(x > 0, x, 0), so its gradient at 0 is 0
-    as in torch).
+    """F.relu: max(x, 0), written as where(x <= 0, 0, x): NaN passes through and
+    the gradient at 0 is 0, as in torch.
 
     >>> x = nf.placeholder((4, 5), name="x")
     >>> nf.nn.relu(x).shape
@@ -29,7 +29,7 @@ def relu(input, inplace=False):
     """
     x = check_float(input, "relu", "input")
     reject("relu", inplace=(inplace, False))
-    return _elementwise(x, lambda v: te.where(v > 0, v, 0), "relu")
+    return _elementwise(x, lambda v: te.where(v <= 0, 0, v), "relu")
 
 
 def gelu(input, approximate="none"):

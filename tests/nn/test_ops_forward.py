@@ -702,3 +702,8 @@ def test_error_messages(name, fn, fragments):
 def test_not_a_tensor():
     with pytest.raises(nf.NeoFlowError, match="relu: input must be a neoflow Tensor"):
         nf.nn.relu(np.zeros(3))
+
+
+def test_relu_passes_nan_through_like_torch():
+    a = np.array([np.nan, -1.0, 0.0, 2.0])
+    check(nf.nn.relu, torch.relu, a)

@@ -1,0 +1,103 @@
+"""NeoFlow's default schedules against PyTorch eager, in one process, on 2 threads.
+
+Prints a markdown table: GFLOP/s for matmul and conv2d, GB/s (input read
+once + output written once) for softmax and the elementwise chain; each the
+median of repeated timed calls after a warm-up call. NeoFlow and torch calls
+alternate, so both see the same machine (it may be shared).
+
+    python bench/ops.py            # or: make bench
+"""
+import os
+
+os.environ["OMP_NUM_THREADS"] = "2"   # read when OpenMP starts: set before any import
+
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import neoflow as nf  # noqa: E402
+
+THREADS = 2
+REPEATS = 15
+
+
+def median_seconds(*calls):
+    """Median seconds of each (fn, args) in `calls`, timed in alternation."""
+    times = [[] for _ in calls]
+    for fn, args in calls:
+        fn(*args)
+    for _ in range(REPEATS):
+        for (fn, args), out in zip(calls, times):
+            start = time.perf_counter()
+            fn(*args)
+            out.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
+
+
+def rand(*shape):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def matmul(n):
+    a, b = nf.placeholder((n, n), name="a"), nf.placeholder((n, n), name="b")
+    k = nf.reduce_axis(n, name="k")
+    c = nf.compute((n, n), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k), name="c")
+    av, bv = rand(n, n), rand(n, n)
+    return (f"matmul {n}", nf.build(c, [a, b]), (av, bv), torch.mm,
+            (torch.from_numpy(av), torch.from_numpy(bv)), 2 * n ** 3, "GFLOP/s")
+
+
+def conv2d(batch):
+    x = nf.placeholder((batch, 64, 56, 56), name="x")
+    w = nf.placeholder((64, 64, 3, 3), name="w")
+    y = nf.nn.conv2d(x, w, padding=1)
+    xv, wv = rand(batch, 64, 56, 56), rand(64, 64, 3, 3)
+    return (f"conv2d 3x3 64ch 56x56 pad 1, batch {batch}", nf.build(y, [x, w]), (xv, wv),
+            lambda t, u: torch.nn.functional.conv2d(t, u, padding=1),
+            (torch.from_numpy(xv), torch.from_numpy(wv)), 2 * batch * 64 * 64 * 9 * 56 * 56,
+            "GFLOP/s")
+
+
+def softmax():
+    x = nf.placeholder((4096, 1024), name="x")
+    xv = rand(4096, 1024)
+    return ("softmax 4096x1024 (dim 1)", nf.build(nf.nn.softmax(x, dim=1), [x]), (xv,),
+            lambda t: torch.softmax(t, dim=1), (torch.from_numpy(xv),), 2 * xv.nbytes, "GB/s")
+
+
+def chain():
+    x = nf.placeholder((1 << 22,), name="x")
+    t = x * 2.0
+    t = t + 1.0
+    t = nf.compute(t.shape, lambda i: nf.tanh(t[i]), name="tanh")
+    t = t * t
+    t = t - 0.5
+    t = nf.compute(t.shape, lambda i: nf.maximum(t[i], 0.0), name="relu")
+    xv = rand(1 << 22)
+
+    def torch_chain(u):
+        return torch.relu(torch.tanh(u * 2.0 + 1.0) ** 2 - 0.5)
+    return ("6 elementwise ops, 4M vector", nf.build(t, [x]), (xv,), torch_chain,
+            (torch.from_numpy(xv),), 2 * xv.nbytes, "GB/s")
+
+
+def main():
+    torch.set_num_threads(THREADS)
+    rows = []
+    for case in (matmul(512), matmul(1024), conv2d(1), conv2d(8), softmax(), chain()):
+        name, f, args, torch_fn, torch_args, work, unit = case
+        ours, theirs = (work / t / 1e9 for t in median_seconds((f, args),
+                                                               (torch_fn, torch_args)))
+        rows.append((name, f"{ours:.1f}", f"{theirs:.1f}", unit, f"{ours / theirs:.2f}"))
+    print(f"NeoFlow default schedules vs torch {torch.__version__} eager, {THREADS} threads, "
+          f"median of {REPEATS}\n")
+    print("| op | NeoFlow | torch | unit | NeoFlow / torch |")
+    print("|---|---:|---:|---|---:|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""api: `nf.build` -- tensor expressions to a native function, end to end.
+
+outputs -> kernels (graph) -> Configs (schedule: given or default) -> loop
+IR (schedule) -> C (codegen) -> loaded library (build) -> `BuiltFunction`,
+which checks what it is called with (te/feed.py), allocates fresh outputs,
+runs the entry point and turns a reported error into a NeoFlowError.
+
+Hands on: `BuiltFunction`s.
+"""
+import ctypes
+
+import numpy as np
+
+from .build import compile_c
+from .codegen.c import ENTRY, generate_c
+from .errors import InputError, NeoFlowError, OutOfBoundsError
+from .graph import kernels_for
+from .schedule import Config, default_config, lower_program
+from .te import dtype as dt
+from .te.feed import as_input_array
+from .te.tensor import Tensor
+from .te.visit import topo_tensors
+
+
+def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitize=False):
+    """Compile `outputs` as a function of `inputs` (placeholders/parameters, in order).
+
+    `database` is accepted for the tuning issue (schedules found by `nf.tune`);
+    it is stored on the function and not consulted yet. `configs` gives
+    schedules: one Config (a single-kernel build), a list with one Config or
+    None per kernel (in `f.kernels` order), or a dict {kernel key: Config};
+    kernels without one use `default_config`. `sanitize=True` builds with
+    AddressSanitizer (load only in a process with `asan_runtime_path()` in
+    LD_PRELOAD).
+
+    >>> A = nf.placeholder((2, 3), name="A")
+    >>> B = nf.compute((3, 2), lambda i, j: A[j, i] * 2, name="B")
+    >>> f = nf.build(B, [A])
+    >>> f(np.ones((2, 3), np.float32)).shape
+    (3, 2)
+    """
+    if target != "cpu":
+        raise NeoFlowError(f"target {target!r}: only 'cpu' is supported; the GPU backend is "
+                           "not available yet")
+    single = isinstance(outputs, Tensor)
+    outs = [outputs] if single else list(outputs)
+    inputs = _check_signature(outs, inputs)
+    computed = []
+    for t in outs:
+        if t.is_compute and all(t is not c for c in computed):
+            computed.append(t)
+    kernels = kernels_for(computed)
+    chosen = _configs_for(kernels, configs)
+    program = lower_program(kernels, chosen, inputs, computed)
+    source = generate_c(program)
+    library = compile_c(source, sanitize=sanitize)
+    return BuiltFunction(outs, single, inputs, computed, kernels, chosen, program, source,
+                         library, database)
+
+
+def _check_signature(outs, inputs):
+    for t in outs:
+        if not isinstance(t, Tensor):
+            raise NeoFlowError(f"nf.build: outputs must be Tensors, got {t!r}")
+    if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)):
+        raise NeoFlowError("nf.build: inputs must be a list of placeholder/parameter tensors "
+                           f"in call order, got {inputs!r}")
+    seen = set()
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise NeoFlowError(f"nf.build: inputs must be Tensors, got {t!r}")
+        if t.is_compute:
+            raise NeoFlowError(f"nf.build: input '{t.name}' is a computed tensor; inputs are "
+                               "placeholders or parameters")
+        if id(t) in seen:
+            raise NeoFlowError(f"nf.build: input '{t.name}' is listed twice")
+        seen.add(id(t))
+    for t in topo_tensors(outs):
+        if not t.is_compute and id(t) not in seen:
+            raise InputError(f"nf.build: the outputs read '{t.name}' {t.shape} {t.dtype}, "
+                             "which is not among the inputs; add it to the inputs list")
+    return list(inputs)
+
+
+def _configs_for(kernels, configs):
+    if configs is None:
+        return [default_config(k) for k in kernels]
+    if isinstance(configs, Config):
+        if len(kernels) != 1:
+            raise NeoFlowError(f"nf.build: one Config given but the outputs make "
+                               f"{len(kernels)} kernels; pass a list or a dict keyed by "
+                               "kernel key")
+        return [configs]
+    if isinstance(configs, dict):
+        return [configs[k.key] if k.key in configs else default_config(k) for k in kernels]
+    configs = list(configs)
+    if len(configs) != len(kernels):
+        raise NeoFlowError(f"nf.build: {len(configs)} configs given for {len(kernels)} kernels")
+    return [c if c is not None else default_config(k) for c, k in zip(configs, kernels)]
+
+
+class BuiltFunction:
+    """A compiled computation: call it with arrays for the inputs, in order.
+
+    `source` is the generated C; `kernels` and `configs` say how it was cut
+    and scheduled; `database` is what `nf.build` was given.
+
+    >>> f = nf.build(B, [A]); print(f.source[:40])    # doctest: +SKIP
+    """
+
+    def __init__(self, outputs, single, inputs, computed, kernels, configs, program, source,
+                 library, database):
+        self.outputs, self.inputs = outputs, inputs
+        self.kernels, self.configs = kernels, configs
+        self.source, self.library, self.database = source, library, database
+        self._single, self._computed, self._sites = single, computed, program.sites
+        self._entry = library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
+
+    def __repr__(self):
+        names = ", ".join(t.name for t in self.inputs)
+        return f"<BuiltFunction ({names}) -> {len(self.outputs)} output(s), " \
+               f"{len(self.kernels)} kernel(s)>"
+
+    def __call__(self, *args):
+        if len(args) != len(self.inputs):
+            names = ", ".join(f"'{t.name}'" for t in self.inputs)
+            raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
+        arrays = [as_input_array(t, a) for t, a in zip(self.inputs, args)]
+        results = [np.empty(t.shape, dt.to_numpy(t.dtype)) for t in self._computed]
+        pointers = (ctypes.c_void_p * (len(arrays) + len(results)))(
+            *[a.ctypes.data for a in arrays + results])
+        err = (ctypes.c_int64 * 2)()
+        self._entry(pointers, err)
+        if err[0] != 0:
+            self._raise(err[0], err[1])
+        by_id = {id(t): r for t, r in zip(self._computed, results)}
+        by_id.update({id(t): a for t, a in zip(self.inputs, arrays)})
+        handed, outs = set(), []
+        for t in self.outputs:  # a tensor asked twice, or an input asked back, is a copy
+            value = by_id[id(t)]
+            fresh = t.is_compute and id(t) not in handed
+            handed.add(id(t))
+            outs.append(value if fresh else value.copy())
+        return outs[0] if self._single else tuple(outs)
+
+    def _raise(self, code, index):
+        if code < 0:
+            raise MemoryError("a NeoFlow kernel could not allocate its temporary buffers")
+        site = self._sites[code - 1]
+        raise OutOfBoundsError(
+            f"compute '{site.stage}' reads tensor '{site.tensor}' at index {index} in "
+            f"dimension {site.dim}, outside its size {site.size}")

@@ -1,0 +1,209 @@
+"""schedule/config: a kernel's schedule as plain data, and its validation.
+
+A `Config` holds one `StageConfig` per stage of the kernel. Axes are named
+by position (`s0..` spatial, `r0..` reduce; see schedule/stage.py) and the
+loops a tiling makes by axis and level: `tile["s0"] = [8, 4]` splits s0
+into the loops "s0.0" (extent ceil(n / 32)), "s0.1" (8) and "s0.2" (4).
+As JSON:
+
+    {"stages": [{"tile": {"s0": [4], "s1": [16], "r0": []},
+                 "order": ["s1.0", "s0.0", "r0.0", "s0.1", "s1.1"],
+                 "parallel": 2, "vectorize": "s1", "unroll": {"s0.1": 4},
+                 "cache_write": true}]}
+
+* tile: per axis the split factors, outer to inner (a factor that does not
+  divide the extent leaves a tail; loops are bounded exactly, never past it).
+* order: every loop, outer to inner; the levels of one axis stay in order.
+* parallel: how many outer loops (spatial) run as one fused OpenMP loop.
+* vectorize: the axis whose innermost loop is the innermost loop (SIMD);
+  a reduce axis only for a reduction accumulated in a scalar.
+* unroll: loop -> unroll factor.
+* cache_write: the main reduction accumulates the output tile that the
+  loops after its first reduce loop cover in a local array, written once
+  at the end; false accumulates in the output itself.
+
+Hands on: validated `Config`s for lowering; JSON for the tuning database.
+"""
+import json
+import math
+from dataclasses import dataclass, field
+
+from ..errors import NeoFlowError
+from .stage import Stage
+
+MAX_FACTORS = 3          # a split makes at most 4 loops per axis
+MAX_UNROLL = 64
+MAX_ACCUMULATOR = 4096   # elements of a local accumulator tile
+
+
+class ConfigError(NeoFlowError):
+    """A schedule that does not fit its kernel."""
+
+
+@dataclass
+class StageConfig:
+    """The schedule of one stage (see the module docstring for the fields)."""
+    tile: dict
+    order: list
+    parallel: int = 0
+    vectorize: str = None
+    unroll: dict = field(default_factory=dict)
+    cache_write: bool = False
+
+    def to_dict(self):
+        return {"tile": {a: list(f) for a, f in self.tile.items()}, "order": list(self.order),
+                "parallel": self.parallel, "vectorize": self.vectorize,
+                "unroll": dict(self.unroll), "cache_write": self.cache_write}
+
+
+@dataclass
+class Config:
+    """A kernel's schedule: one StageConfig per stage, JSON-serialisable.
+
+    >>> cfg = default_config(kernel)
+    >>> Config.from_json(cfg.to_json()) == cfg
+    True
+    """
+    stages: list
+
+    def to_dict(self):
+        return {"stages": [s.to_dict() for s in self.stages]}
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data):
+        try:
+            stages = []
+            for s in data["stages"]:
+                stages.append(StageConfig(
+                    tile={str(a): [int(f) for f in fs] for a, fs in s["tile"].items()},
+                    order=[str(x) for x in s["order"]], parallel=int(s.get("parallel", 0)),
+                    vectorize=None if s.get("vectorize") is None else str(s["vectorize"]),
+                    unroll={str(k): int(v) for k, v in s.get("unroll", {}).items()},
+                    cache_write=bool(s.get("cache_write", False))))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(f"malformed schedule config {data!r}: {e}") from None
+        return cls(stages)
+
+    @classmethod
+    def from_json(cls, text):
+        return cls.from_dict(json.loads(text))
+
+
+def level_names(axis, factors):
+    """The loops `axis` splits into: ["s0.0", "s0.1", ...]."""
+    return [f"{axis}.{j}" for j in range(len(factors) + 1)]
+
+
+def level_extents(extent, factors):
+    """Largest trip count of each loop of an axis of `extent` split by `factors`.
+
+    >>> level_extents(33, [4])
+    [9, 4]
+    """
+    return [-(-extent // math.prod(factors))] + list(factors)
+
+
+def accumulator_levels(sc):
+    """The spatial loops after the first reduce loop: the accumulator tile."""
+    first = next((n for n, lv in enumerate(sc.order) if lv.startswith("r")), len(sc.order))
+    return [lv for lv in sc.order[first:] if lv.startswith("s")]
+
+
+def accumulator_size(stage, sc):
+    """Elements of the accumulator tile (the largest trip counts multiplied)."""
+    return math.prod(loop_extent(stage, sc, lv) for lv in accumulator_levels(sc))
+
+
+def loop_extent(stage, sc, level):
+    """Largest trip count of the loop `level` ("s1.0") under `sc`."""
+    axis, j = level.split(".")
+    return level_extents(stage.extent(axis), sc.tile[axis])[int(j)]
+
+
+def validate(config, kernel):
+    """Raise ConfigError (naming the stage, axis or loop) unless `config` fits `kernel`.
+
+    >>> validate(default_config(kernel), kernel)   # passes silently
+    """
+    if not isinstance(config, Config):
+        raise ConfigError(f"expected a Config, got {type(config).__name__}")
+    if len(config.stages) != len(kernel.stages):
+        raise ConfigError(f"the config has {len(config.stages)} stage schedule(s); kernel "
+                          f"{kernel} has {len(kernel.stages)} stage(s)")
+    for n, (t, sc) in enumerate(zip(kernel.stages, config.stages)):
+        validate_stage(Stage(t), sc, f"stage {n} ('{t.name}')")
+
+
+def validate_stage(st, sc, where):
+    """Raise ConfigError (prefixed by `where`) unless `sc` fits the Stage `st`."""
+    if set(sc.tile) != set(st.axis_names):
+        raise ConfigError(f"{where}: tile must give factors for exactly the axes "
+                          f"{st.axis_names}; got {sorted(sc.tile)}")
+    for axis, factors in sc.tile.items():
+        if len(factors) > MAX_FACTORS or not all(isinstance(f, int) and f >= 1 for f in factors):
+            raise ConfigError(f"{where}: tile factors of axis {axis} must be at most "
+                              f"{MAX_FACTORS} positive ints; got {factors}")
+    loops = [lv for a in st.axis_names for lv in level_names(a, sc.tile[a])]
+    if sorted(sc.order) != sorted(loops):
+        raise ConfigError(f"{where}: order must list every loop once: {loops}; "
+                          f"got {sc.order}")
+    for a in st.axis_names:
+        mine = [lv for lv in sc.order if lv.split(".")[0] == a]
+        if mine != level_names(a, sc.tile[a]):
+            raise ConfigError(f"{where}: the loops of axis {a} must stay outer to inner; "
+                              f"order has {mine}")
+    if not isinstance(sc.parallel, int) or sc.parallel < 0:
+        raise ConfigError(f"{where}: parallel must be a count of outer loops >= 0, "
+                          f"got {sc.parallel!r}")
+    if any(lv.startswith("r") for lv in sc.order[:sc.parallel]):
+        raise ConfigError(f"{where}: the {sc.parallel} parallel outer loop(s) "
+                          f"{sc.order[:sc.parallel]} may not include a reduce loop")
+    _validate_vectorize(st, sc, where)
+    for lv, factor in sc.unroll.items():
+        if lv not in loops or lv in sc.order[:sc.parallel]:
+            raise ConfigError(f"{where}: cannot unroll {lv!r}: not a serial loop of this "
+                              "stage")
+        if not isinstance(factor, int) or not 2 <= factor <= MAX_UNROLL:
+            raise ConfigError(f"{where}: unroll factor of {lv} must be in [2, {MAX_UNROLL}], "
+                              f"got {factor!r}")
+    _validate_cache_write(st, sc, where)
+
+
+def _validate_vectorize(st, sc, where):
+    v = sc.vectorize
+    if v is None:
+        return
+    if v not in st.axis_names:
+        raise ConfigError(f"{where}: vectorize must name an axis of {st.axis_names} or be "
+                          f"null; got {v!r}")
+    last = level_names(v, sc.tile[v])[-1]
+    if sc.order[-1] != last:
+        raise ConfigError(f"{where}: the vectorised loop {last} must be the innermost loop; "
+                          f"order ends with {sc.order[-1]}")
+    if len(sc.order) <= sc.parallel:
+        raise ConfigError(f"{where}: the vectorised loop {last} cannot also be parallel")
+    if v.startswith("r") and not (sc.cache_write and not accumulator_levels(sc)):
+        raise ConfigError(f"{where}: a reduce axis ({v}) can be vectorised only for a "
+                          "reduction accumulated in a scalar (cache_write with no spatial "
+                          "loop inside the reduction loops)")
+
+
+def _validate_cache_write(st, sc, where):
+    if not isinstance(sc.cache_write, bool):
+        raise ConfigError(f"{where}: cache_write must be true or false")
+    red = st.reduction
+    if red is None:
+        if sc.cache_write:
+            raise ConfigError(f"{where}: cache_write needs a reduction; this stage has none")
+        return
+    if sc.cache_write:
+        size = accumulator_size(st, sc)
+        if size > MAX_ACCUMULATOR:
+            raise ConfigError(f"{where}: the accumulator tile {accumulator_levels(sc)} "
+                              f"has {size} elements, more than {MAX_ACCUMULATOR}")
+    elif red.dtype != st.tensor.dtype:
+        raise ConfigError(f"{where}: cache_write=false accumulates in the output, but the "
+                          f"reduction is {red.dtype} and the output {st.tensor.dtype}")

@@ -1,0 +1,178 @@
+"""schedule/default: a good schedule for any kernel without search.
+
+Per stage:
+* elementwise: the last (unit-stride) axis innermost and vectorised, the
+  other axes (or, for 1-d, blocks of the single axis) one parallel loop;
+* a reduction whose output has a unit-stride axis that some operand reads
+  contiguously (matmul's j, conv's w): register blocking -- a tile of up
+  to 12 SIMD vectors of outputs (e.g. 6 rows x 2 vectors) accumulates in
+  a local array while the reduce loops run between the outer tile loops
+  and the tile itself; the rows come from an axis that contiguous operand
+  does not depend on (matmul's i, conv's output channel), so each of its
+  vector loads serves every row of the tile;
+* any other reduction: reduce loops innermost into a scalar (vectorised
+  as a SIMD reduction over a unit-stride axis).
+Small stages run on one thread.
+
+Hands on: a `Config` that `validate` accepts.
+"""
+import math
+
+from ..te.arith import linear_form
+from ..te.visit import reads
+from .bounds import free_vars
+from .config import Config, StageConfig, level_names
+from .stage import Stage
+
+VECTOR_BYTES = 32        # AVX2
+ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
+TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
+PARALLEL_MIN_WORK = 1 << 15
+ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
+
+
+def default_config(kernel):
+    """The default schedule of `kernel`.
+
+    >>> cfg = default_config(kernels_for([C])[0])
+    >>> cfg.stages[0].vectorize
+    's1'
+    """
+    return Config([_stage_default(Stage(t)) for t in kernel.stages])
+
+
+def _stage_default(st):
+    lanes = max(1, VECTOR_BYTES // _itemsize(st.tensor.dtype))
+    work = math.prod(a.extent for a in st.spatial + st.reduce_axes)
+    if st.reduction is None:
+        sc = _elementwise(st)
+    else:
+        v = _vector_axis(st)
+        sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
+    if work < PARALLEL_MIN_WORK:
+        sc.parallel = 0
+    return sc
+
+
+def _itemsize(dtype):
+    return {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "bool": 1}[dtype]
+
+
+def _unsplit(st):
+    return {a: [] for a in st.axis_names}
+
+
+def _elementwise(st):
+    n = len(st.spatial)
+    tile = _unsplit(st)
+    if n == 0:
+        return StageConfig(tile, [])
+    if n == 1 and st.spatial[0].extent > 4 * ELEMENTWISE_CHUNK:
+        tile["s0"] = [ELEMENTWISE_CHUNK]
+    order = [lv for a in st.axis_names for lv in level_names(a, tile[a])]
+    return StageConfig(tile, order, parallel=len(order) - 1, vectorize=f"s{n - 1}")
+
+
+def _unit_stride_reads(st, var):
+    """Reads in the main reduction's body that stream over the reduction (use
+    a reduce axis) and whose last index steps by 1 with `var`."""
+    axes = {id(a) for a in st.reduce_axes}
+    out = []
+    for r in reads(st.reduction.body):
+        if not r.indices or not any(id(v) in axes for i in r.indices for v in free_vars(i)):
+            continue
+        form = linear_form(r.indices[-1])
+        if form is not None and form.terms.get(var) == 1:
+            out.append(r)
+    return out
+
+
+def _vector_axis(st):
+    """The last spatial axis, if an operand of the reduction reads along it contiguously."""
+    if st.spatial and _unit_stride_reads(st, st.spatial[-1]):
+        return len(st.spatial) - 1
+    return None
+
+
+def _row_axis(st, v):
+    """A spatial axis (not v) that a contiguous operand along v does not depend on."""
+    contiguous = _unit_stride_reads(st, st.spatial[v])
+    best = None
+    for d, axis in enumerate(st.spatial):
+        if d == v:
+            continue
+        if any(all(linear_form(i) is not None and axis not in linear_form(i).terms
+                   for i in r.indices) for r in contiguous):
+            if best is None or axis.extent > st.spatial[best].extent:
+                best = d
+    return best
+
+
+def _register_tile(v_extent, u_extent, lanes):
+    """(columns, rows) of the register tile: at most ACCUMULATORS vectors, as
+    many as fit, two vectors per row if that costs little, few tails (a
+    partial tile runs a slower exact path: counted as TAIL_COST tiles).
+
+    >>> _register_tile(1024, 1024, 8), _register_tile(56, 64, 8)
+    ((16, 6), (8, 8))
+    """
+    def cost(extent, f):  # time per element relative to whole tiles
+        return (extent // f + TAIL_COST * (extent % f > 0)) * f / extent
+
+    best = None
+    for vectors in (2, 1):
+        cols = min(vectors * lanes, v_extent)
+        for rows in range(1, min(ACCUMULATORS // vectors, u_extent) + 1):
+            score = vectors * rows * (1.05 if vectors == 2 else 1.0) / (
+                cost(v_extent, cols) * cost(u_extent, rows))
+            if best is None or score > best[0] + 1e-9:
+                best = (score, cols, rows)
+    return best[1], best[2]
+
+
+def _blocked(st, v, lanes):
+    tile = _unsplit(st)
+    sv = f"s{v}"
+    u = _row_axis(st, v)
+    su = None if u is None else f"s{u}"
+    vf, uf = _register_tile(st.spatial[v].extent, 1 if u is None else st.spatial[u].extent,
+                            lanes)
+    if vf < st.spatial[v].extent:
+        tile[sv] = [vf]
+    if u is None or uf == 1:
+        su = None
+    elif uf < st.spatial[u].extent:
+        tile[su] = [uf]
+    outer, inner = [], []
+    for d in range(len(st.spatial)):
+        a = f"s{d}"
+        levels = level_names(a, tile[a])
+        if a in (sv, su) and len(levels) == 2:
+            outer.append(levels[0])
+            inner.append(levels[1])
+        elif a in (sv, su):
+            inner.append(levels[0])
+        else:
+            outer.append(levels[0])
+    inner.sort(key=lambda lv: lv.split(".")[0] == sv)  # the vector loop innermost
+    # the longest reduce loop innermost: the tile stays in registers across it
+    # (short loops, like a 3x3 window, gcc unrolls away)
+    by_extent = sorted(range(len(st.reduce_axes)), key=lambda k: st.reduce_axes[k].extent)
+    reduce_levels = [f"r{k}.0" for k in by_extent]
+    unroll = {}
+    if su is not None and len(inner) == 2 and uf >= 2:
+        unroll[inner[0]] = uf
+    return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
+                       vectorize=sv, unroll=unroll, cache_write=True)
+
+
+def _rowwise(st):
+    tile = _unsplit(st)
+    spatial = [f"s{d}.0" for d in range(len(st.spatial))]
+    reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
+    vectorize = None
+    last = st.reduce_axes[-1]
+    if _unit_stride_reads(st, last):
+        vectorize = f"r{len(st.reduce_axes) - 1}"
+    return StageConfig(tile, spatial + reduce_levels, parallel=len(spatial),
+                       vectorize=vectorize, cache_write=True)

@@ -1,0 +1,681 @@
+"""schedule/lower: a kernel and its Config -> loop IR; kernels -> a Program.
+
+Each stage gets its own loop nest (kernel-local intermediates live in heap
+buffers). The loops of a stage are its axes split by `tile`, in `order`;
+the first `parallel` loops fuse into one parallel loop. Loop bounds are
+exact -- a tile's tail loop runs only to the extent (min with an expression
+of the outer loop variables) -- so no index ever leaves its axis.
+
+A stage with a main reduction (schedule/stage.py) lowers in three phases
+inside the loops before the first reduce loop: initialise the accumulator
+tile (the spatial loops after the first reduce loop), accumulate, then
+apply the epilogue and store each output once. Conjuncts of the reduction's
+`where` that bound one reduce axis affinely become that loop's bounds (as
+soon as the variables they use are bound); the rest guard the update.
+
+The phases are made in up to three versions, chosen per tile: whole and
+interior (constant loop bounds keep the accumulator in registers; the
+affine `where`s of the body -- padding -- hold for every point of the tile,
+so their true branch is taken without a test), whole (constant bounds), and
+exact (tails). Outside the interior, the spatial loops inside the innermost
+reduce loop are made twice again, so that an edge tile runs the reduce
+steps where its `where`s hold for the whole tile (most kernel taps) without
+tests either.
+
+Every other reduction is computed into a scalar at the outermost loop depth
+where everything it depends on (its free variables and the conditions under
+which it is evaluated) is bound -- softmax's row sum runs once per row.
+
+Every read is proved in bounds (te.arith over the axis ranges narrowed by
+the enclosing `where` conditions); a read that cannot be proved (gathers)
+gets a run-time check: on failure it reads nothing and reports its `Site`.
+
+Hands on: `KernelFunc`s and a `Program` for codegen.
+"""
+import itertools
+import math
+
+import numpy as np
+
+from ..te import dtype as dt
+from ..te.arith import interval
+from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
+from ..te.visit import children, with_children
+from .bounds import (Facts, axis_bounds, conjuncts, free_vars, negate, nonnegative_forms,
+                     redundant)
+from .config import accumulator_levels, level_extents, level_names, validate
+from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc, Let, Load,
+                      Program, Seq, Site, Store, Var)
+from .stage import Stage
+
+
+def lower_program(kernels, configs, inputs, outputs):
+    """Lower `kernels` (in order) with `configs` into one Program.
+
+    `inputs` are the leaf tensors passed in, `outputs` the computed tensors
+    handed back (distinct); every other kernel output becomes a temporary.
+
+    >>> prog = lower_program(kernels_for([C]), [default_config(k) for k in ks], [A, B], [C])
+    """
+    buffers = {}
+    for t in inputs:
+        buffers[id(t)] = Buffer(t.dtype, t.shape, "arg", "in")
+    for t in outputs:
+        buffers[id(t)] = Buffer(t.dtype, t.shape, "arg", "out")
+    temps, funcs, calls, sites = [], [], [], []
+    for kernel, config in zip(kernels, configs):
+        for t in kernel.outputs:
+            if id(t) not in buffers:
+                buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "tmp")
+                temps.append(buffers[id(t)])
+        funcs.append(lower_kernel(kernel, config, sites))
+        calls.append([buffers[id(t)] for t in kernel.inputs + kernel.outputs])
+    return Program(funcs, calls, [buffers[id(t)] for t in inputs],
+                   [buffers[id(t)] for t in outputs], temps, sites)
+
+
+def lower_kernel(kernel, config, sites):
+    """Lower one kernel under `config` to a KernelFunc; checked reads append
+    their `Site` to `sites` (numbered by position there).
+
+    >>> func = lower_kernel(k, default_config(k), sites=[])
+    """
+    validate(config, kernel)
+    buffers = {id(t): Buffer(t.dtype, t.shape, "arg", "in") for t in kernel.inputs}
+    for t in kernel.outputs:
+        buffers[id(t)] = Buffer(t.dtype, t.shape, "arg", "out")
+    for t in kernel.locals:
+        buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "local")
+    body = Seq([_StageLowering(t, sc, buffers, sites).lower()
+                for t, sc in zip(kernel.stages, config.stages)])
+    for t in reversed(kernel.locals):
+        body = Allocate(buffers[id(t)], body)
+    return KernelFunc([buffers[id(t)] for t in kernel.inputs],
+                      [buffers[id(t)] for t in kernel.outputs], body,
+                      hint=" ".join(t.name for t in kernel.stages))
+
+
+# -- loop nests ------------------------------------------------------------------
+
+class _Loop:
+    __slots__ = ("var", "begin", "end", "kind", "unroll", "reduction", "extent", "level")
+
+    def __init__(self, var, begin, end, extent=None, level=None):
+        self.var, self.begin, self.end = var, begin, end
+        self.kind, self.unroll, self.reduction = "serial", None, None
+        self.extent, self.level = extent, level   # largest trip count; config loop name
+
+
+class _Frame:
+    """What runs at the top of one loop body: lets, then scalars computed there."""
+
+    def __init__(self):
+        self.lets, self.requests, self.memo = [], [], {}
+
+
+class _Nest:
+    """Loops outer to inner; frames[d] is the body of loops[d - 1] (frames[0]:
+    outside them all). `avail` maps a variable to the depth where it is bound."""
+    _uids = itertools.count()
+
+    def __init__(self, loops=(), frames=None, avail=None, assume=frozenset()):
+        self.uid = next(self._uids)
+        self.loops = list(loops)
+        self.frames = list(frames) if frames is not None else [_Frame()]
+        self.avail = dict(avail or {})
+        self.assume = assume   # ids of select conditions known to hold in this nest
+
+    def copy(self, assume=None):
+        return _Nest(self.loops, self.frames, self.avail,
+                     self.assume if assume is None else assume)
+
+    def upto(self, depth):
+        return _Nest(self.loops[:depth], self.frames[:depth + 1],
+                     {v: d for v, d in self.avail.items() if d <= depth})
+
+    @property
+    def depth(self):
+        return len(self.loops)
+
+    def let(self, var, value):
+        self.frames[-1].lets.append((var, value))
+        self.avail[id(var)] = self.depth
+
+    def push(self, loop):
+        self.loops.append(loop)
+        self.frames.append(_Frame())
+        self.avail[id(loop.var)] = self.depth
+
+    def depth_of(self, variables):
+        return max((self.avail[id(v)] for v in variables), default=0)
+
+
+def _frame_block(frame, stmt):
+    for buf, compute in reversed(frame.requests):
+        stmt = Allocate(buf, Seq([compute, stmt]))
+    for var, value in reversed(frame.lets):
+        stmt = Let(var, value, stmt)
+    return stmt
+
+
+def _loop_stmt(loop, body):
+    return For(loop.var, loop.begin, loop.end, loop.kind, body, loop.unroll, loop.reduction)
+
+
+def _wrap(nest, stop, stmt, fuse=0):
+    """`stmt` (the innermost frame's body) inside the frames and loops of
+    `nest` deeper than `stop`; the first `fuse` loops become one parallel loop."""
+    d = nest.depth
+    while d > stop:
+        stmt = _frame_block(nest.frames[d], stmt)
+        if fuse and d == fuse:
+            for k in range(fuse - 1, 0, -1):
+                stmt = _frame_block(nest.frames[k], stmt)
+            return _fused(nest.loops[:fuse], stmt)
+        stmt = _loop_stmt(nest.loops[d - 1], stmt)
+        d -= 1
+    return stmt
+
+
+def _fused(loops, body):
+    """One parallel loop over the product of `loops` (each from 0, with a
+    constant largest trip count); tails skip by a guard."""
+    if len(loops) == 1 and isinstance(loops[0].end, Const):
+        return For(loops[0].var, loops[0].begin, loops[0].end, "parallel", body)
+    guards = [Binary("lt", lp.var, lp.end, dt.BOOL) for lp in loops
+              if not isinstance(lp.end, Const)]
+    if guards:
+        body = IfThenElse(_all(guards), body)
+    fused = Var("fused", 0, math.prod(lp.extent for lp in loops))
+    stride = 1
+    for n in range(len(loops) - 1, -1, -1):
+        value = fused if stride == 1 else CDiv("div", fused, _int(stride))
+        if n > 0:
+            value = CDiv("mod", value, _int(loops[n].extent))
+        body = Let(loops[n].var, value, body)
+        stride *= loops[n].extent
+    return For(fused, _int(0), _int(stride), "parallel", body)
+
+
+# -- small expression helpers ------------------------------------------------------------
+
+def _int(v):
+    return Const(int(v), dt.INDEX)
+
+
+def _add(a, b):
+    if isinstance(a, Const) and a.value == 0:
+        return b
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _int(a.value + b.value)
+    return Binary("add", a, b, dt.INDEX)
+
+
+def _mul(a, k):
+    if k == 1:
+        return a
+    if isinstance(a, Const):
+        return _int(a.value * k)
+    return Binary("mul", a, _int(k), dt.INDEX)
+
+
+def _linear(terms):
+    """sum(var * stride) over (var, stride) pairs."""
+    out = _int(0)
+    for var, stride in terms:
+        out = _add(out, _mul(var, stride))
+    return out
+
+
+def _all(conds):
+    out = conds[0]
+    for c in conds[1:]:
+        out = Binary("and", out, c, dt.BOOL)
+    return out
+
+
+def _fold(op, limit, bounds):
+    """max (or min) of the constant `limit` and `bounds`, leaving out what cannot matter."""
+    lower = op == "max"
+    out = None
+    for b in bounds:
+        if not redundant(b, limit, lower, {}):
+            out = b if out is None else Binary(op, out, b, dt.INDEX)
+    if out is None:
+        return _int(limit)
+    edges = interval(out, {})
+    if edges is not None and (edges[0] >= limit if lower else edges[1] <= limit):
+        return out
+    return Binary(op, _int(limit), out, dt.INDEX)
+
+
+def _strides(shape):
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+
+def _identity(op, dtype):
+    """The value a reduction starts from (as nf.evaluate's)."""
+    if op == "sum":
+        return Const(0, dtype)
+    if dt.is_float(dtype):
+        return Const(-math.inf if op == "max" else math.inf, dtype)
+    info = np.iinfo(dtype)
+    return Const(info.min if op == "max" else info.max, dtype)
+
+
+def _combine(op, acc, value):
+    return Binary({"sum": "add", "max": "max", "min": "min"}[op], acc, value, acc.dtype)
+
+
+def _selects(e):
+    """The Select nodes under `e` that are not inside a reduction."""
+    out, seen, stack = [], set(), [e]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or isinstance(n, Reduce):
+            continue
+        seen.add(id(n))
+        if isinstance(n, Select):
+            out.append(n)
+        stack.extend(children(n))
+    return out
+
+
+def _ir_children(e):
+    if isinstance(e, Load):
+        return (e.index,) + tuple(c.value for c in e.checks)
+    if isinstance(e, CDiv):
+        return (e.a, e.b)
+    return children(e)
+
+
+def _has_checks(stmt):
+    """True if any Load under `stmt` checks its index at run time."""
+    stack = [stmt]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Load) and n.checks:
+            return True
+        if isinstance(n, Seq):
+            stack.extend(n.stmts)
+        elif isinstance(n, For):
+            stack.extend((n.begin, n.end, n.body))
+        elif isinstance(n, Let):
+            stack.extend((n.value, n.body))
+        elif isinstance(n, Allocate):
+            stack.append(n.body)
+        elif isinstance(n, Store):
+            stack.extend((n.index, n.value))
+        elif isinstance(n, IfThenElse):
+            stack.extend(x for x in (n.cond, n.then, n.else_) if x is not None)
+        else:
+            stack.extend(_ir_children(n))
+    return False
+
+
+# -- one stage --------------------------------------------------------------------------
+
+class _Axis:
+    """An axis split into loops: a = start + sum(level_var * stride)."""
+
+    def __init__(self, name, var, factors):
+        self.name, self.var, self.factors = name, var, list(factors)
+        self.strides = [math.prod(self.factors[j:]) for j in range(len(self.factors) + 1)]
+        self.levels = level_names(name, self.factors)
+        if self.factors:
+            self.vars = [Var(lv, 0, e) for lv, e in
+                         zip(self.levels, level_extents(var.extent, self.factors))]
+        else:
+            self.vars = [var]
+        self.start = self.length = None   # set when the outermost loop is placed
+
+
+class _StageLowering:
+    def __init__(self, tensor, sc, buffers, sites):
+        self.st, self.sc = Stage(tensor), sc
+        self.buffers, self.sites = buffers, sites
+        self.out = buffers[id(tensor)]
+        self.axes = {a: _Axis(a, self.st.axis(a), sc.tile[a]) for a in self.st.axis_names}
+        self.memo, self.negations, self.known = {}, {}, {}
+
+    # loops ------------------------------------------------------------------
+    def _push_level(self, nest, level, tightener=None, full=()):
+        """Push the loop `level` ("s0.1") onto `nest` with exact bounds (constant
+        for the axes in `full`, whose tile is known to be whole)."""
+        ax = self.axes[level.split(".")[0]]
+        j = int(level.split(".")[1])
+        if j == 0:
+            start, end = _int(ax.var.lo), _int(ax.var.hi)
+            if tightener is not None:
+                start, end = tightener.bounds(ax.var, nest.avail)
+            start, end = self.expr(start, nest), self.expr(end, nest)
+            if not ax.factors:
+                nest.push(_Loop(ax.var, start, end, ax.var.extent, level))
+                return
+            if isinstance(start, Const) and isinstance(end, Const):
+                ax.start, ax.length = start, _int(end.value - start.value)
+            else:
+                ax.start, ax.length = Var("start"), Var("length")
+                nest.let(ax.start, start)
+                nest.let(ax.length, Binary("max", Binary("sub", end, ax.start, dt.INDEX),
+                                           _int(0), dt.INDEX))
+        stride = ax.strides[j]
+        base = _linear(zip(ax.vars[:j], ax.strides[:j]))
+        if j == 0:
+            end = (_int(-(-ax.length.value // stride)) if isinstance(ax.length, Const)
+                   else CDiv("div", _add(ax.length, _int(stride - 1)), _int(stride)))
+        elif ax.name in full or (isinstance(ax.length, Const)
+                                 and ax.length.value % ax.strides[0] == 0):
+            end = _int(ax.factors[j - 1])
+        else:
+            remaining = Binary("sub", ax.length, base, dt.INDEX)
+            if stride > 1:
+                remaining = CDiv("div", _add(remaining, _int(stride - 1)), _int(stride))
+            end = Binary("min", _int(ax.factors[j - 1]), remaining, dt.INDEX)
+        extent = ax.vars[j].extent
+        nest.push(_Loop(ax.vars[j], _int(0), end, extent, level))
+        if j == len(ax.factors):
+            nest.let(ax.var, _add(ax.start, _linear(zip(ax.vars, ax.strides))))
+
+    def _set_kinds(self, nest, leaf, first):
+        """Loop kinds of the loops from depth `first` on; the innermost may be vectorised."""
+        for loop in nest.loops[first:]:
+            if loop.level in self.sc.unroll:
+                loop.kind, loop.unroll = "unrolled", self.sc.unroll[loop.level]
+        v = self.sc.vectorize
+        inner = nest.loops[-1] if nest.depth > first else None
+        if (v is not None and inner is not None and inner.level == self.axes[v].levels[-1]
+                and not _has_checks(leaf)):
+            inner.kind, inner.unroll = "vectorized", None
+
+    # the stage ----------------------------------------------------------------
+    def lower(self):
+        st, sc = self.st, self.sc
+        order = list(sc.order)
+        first_reduce = next((n for n, lv in enumerate(order) if lv.startswith("r")), len(order))
+        outer = _Nest()
+        for lv in order[:first_reduce]:
+            self._push_level(outer, lv)
+        out_index = _linear(zip(st.spatial, _strides(st.tensor.shape)))
+        red = st.reduction
+        if red is None:
+            leaf = Store(self.out, out_index, self.expr(st.tensor.op.body, outer))
+            self._set_kinds(outer, leaf, sc.parallel)
+            body = leaf
+        else:
+            body = self._reduction_phases(outer, order[first_reduce:], out_index)
+            self._set_kinds(outer, body, sc.parallel)
+        stmt = _wrap(outer, 0, body, fuse=sc.parallel)
+        return _frame_block(outer.frames[0], stmt)
+
+    def _reduction_phases(self, outer, inner_order, out_index):
+        st, sc, red = self.st, self.sc, self.st.reduction
+        tile = accumulator_levels(sc)
+        if sc.cache_write:
+            extents = [self.axes[lv.split(".")[0]].vars[int(lv.split(".")[1])].extent
+                       for lv in tile]
+            acc = Buffer(red.dtype, (math.prod(extents),), "stack", "acc")
+            acc_vars = [self.axes[lv.split(".")[0]].vars[int(lv.split(".")[1])] for lv in tile]
+            acc_index = _linear(zip(acc_vars, _strides(extents)))
+        else:
+            acc, acc_index = self.out, out_index
+        p = outer.depth
+
+        def phase(levels, make_leaf, full, assume):   # init or epilogue: tile loops only
+            nest = outer.copy(assume)
+            for lv in levels:
+                self._push_level(nest, lv, None, full)
+            leaf = make_leaf(nest)
+            self._set_kinds(nest, leaf, p)
+            return _wrap(nest, p, leaf)
+
+        def update_phase(full, assume, tightener):
+            """The accumulation; inside the innermost reduce loop, the spatial
+            loops after it are made twice when the `where`s of the body can
+            hold for all of them (an edge tile then runs most reduce steps,
+            e.g. the kernel taps inside the image, without tests)."""
+            def update(nest):
+                value = self.expr(red.body, nest, st.context + tightener.conds())
+                stmt = Store(acc, acc_index, _combine(red.op, Load(acc, acc_index), value))
+                if sc.vectorize is not None and sc.vectorize.startswith("r"):
+                    nest.loops[-1].reduction = (red.op, acc)
+                return self._guarded(stmt, nest, st.context, tightener)
+
+            split = max(n for n, lv in enumerate(inner_order) if lv.startswith("r")) + 1
+            nest = outer.copy(assume)
+            for lv in inner_order[:split]:
+                self._push_level(nest, lv, tightener if lv.startswith("r") else None, full)
+
+            def rest(known):
+                inner = nest.copy(known)
+                for lv in inner_order[split:]:
+                    self._push_level(inner, lv, None, full)
+                leaf = update(inner)
+                self._set_kinds(inner, leaf, nest.depth)
+                return _wrap(inner, nest.depth, leaf)
+
+            conds, known = self._interior_conds(sc.order[:p] + inner_order[:split])
+            if split < len(inner_order) and not known <= assume:
+                leaf = rest(assume | known)
+                if conds:
+                    leaf = IfThenElse(_all(conds), leaf, rest(assume))
+            else:
+                leaf = rest(assume)
+            self._set_kinds(nest, leaf, p)
+            return _wrap(nest, p, leaf)
+
+        def phases(full, assume):
+            tightener = _Tightener(red.cond)
+            out = [phase(tile, lambda nest: Store(acc, acc_index, _identity(red.op, red.dtype)),
+                         full, assume),
+                   update_phase(full, assume, tightener)]
+            if sc.cache_write or st.tensor.op.body is not red:
+                replace = {id(red): Load(acc, acc_index)}
+                out.append(phase(tile, lambda nest: Store(
+                    self.out, out_index, self.expr(st.tensor.op.body, nest, (), replace)),
+                    full, assume))
+            return Seq(out)
+
+        whole = self._whole_tile_conds(tile)
+        interior, assume = self._interior_conds(sc.order[:p])
+        body = phases((), frozenset())
+        if whole:
+            body = IfThenElse(_all(list(whole.values())), phases(set(whole), frozenset()), body)
+        if assume:
+            fast = list(whole.values()) + interior
+            body = phases(set(whole), assume) if not fast else IfThenElse(
+                _all(fast), phases(set(whole), assume), body)
+        return Allocate(acc, body) if sc.cache_write else body
+
+    def _interior_conds(self, bound_levels):
+        """Conditions on the variables of `bound_levels` (the loops around a
+        tile) under which the `where`s in the main reduction's body (affine
+        conjuncts only, as padding is written) hold for every point of the
+        tile, and the ids of those where-conditions: under them a fast path
+        takes each such where's true branch directly."""
+        conds, assume = [], set()
+        for sel in _selects(self.st.reduction.body):
+            needed = []
+            for part in conjuncts(sel.cond):
+                forms = nonnegative_forms(part)
+                lows = [self._tile_minimum(f, bound_levels) for f in forms]
+                if not forms or any(g is None for g in lows):
+                    break
+                needed.extend(lows)
+            else:
+                if all(not isinstance(g, Const) or g.value >= 0 for g in needed):
+                    assume.add(id(sel.cond))
+                    conds.extend(Binary("ge", g, _int(0), dt.BOOL) for g in needed
+                                 if not isinstance(g, Const))
+        return conds, frozenset(assume)
+
+    def _tile_minimum(self, form, bound_levels):
+        """The least value of the affine `form` over the tile (every loop not in
+        `bound_levels`), as an expression of the bound loops' variables; None
+        if `form` uses other variables or a reduce axis only partly bound."""
+        st = self.st
+        terms, low = [], form.const
+        for v, a in form.terms.items():
+            k = next((k for k, r in enumerate(st.reduce_axes) if r is v), None)
+            d = next((d for d, s in enumerate(st.spatial) if s is v), None)
+            if k is not None:
+                bound = [lv in bound_levels for lv in self.axes[f"r{k}"].levels]
+                if all(bound):
+                    terms.append((v, a))
+                elif any(bound):
+                    return None
+                else:
+                    low += min(a * v.lo, a * (v.hi - 1))
+            elif d is not None:
+                ax = self.axes[f"s{d}"]
+                for lv, var, stride in zip(ax.levels, ax.vars, ax.strides):
+                    if lv in bound_levels:
+                        terms.append((var, a * stride))
+                    else:
+                        low += min(0, a * stride * (var.extent - 1))
+            else:
+                return None
+        return _add(_linear(terms), _int(low))
+
+    def _whole_tile_conds(self, tile):
+        """{spatial axis: condition that its part of the accumulator tile is whole}
+        for the axes whose tile loops have tails: the phases are made twice, with
+        constant tile bounds under these conditions (so the tile stays in
+        registers) and exactly otherwise."""
+        out = {}
+        for name, ax in self.axes.items():
+            if not name.startswith("s") or ax.var.extent % ax.strides[0] == 0:
+                continue
+            inner = [int(lv.split(".")[1]) for lv in tile if lv.split(".")[0] == name]
+            if inner and min(inner) >= 1:
+                j = min(inner)
+                base = _linear(zip(ax.vars[:j], ax.strides[:j]))
+                out[name] = Binary("le", _add(base, _int(ax.strides[j - 1])),
+                                   _int(ax.var.extent), dt.BOOL)
+        return out
+
+    def _guarded(self, stmt, nest, context, tightener):
+        """`stmt` under nested ifs: the context conditions, then the conjuncts
+        of the reduction condition that did not become loop bounds."""
+        conds = list(context) + tightener.pending
+        for n in range(len(conds) - 1, -1, -1):
+            if not self.facts(tuple(conds[:n])).always(conds[n]):
+                stmt = IfThenElse(self.expr(conds[n], nest, tuple(conds[:n])), stmt)
+        return stmt
+
+    # expressions ------------------------------------------------------------------
+    def expr(self, e, nest, conds=(), replace=None):
+        """The IR of te expression `e` evaluated in `nest` where `conds` hold."""
+        key = (id(e), nest.uid, tuple(id(c) for c in conds))
+        hit = self.memo.get(key)
+        if hit is None:  # the entry keeps `e` and `conds` alive, so their ids stay theirs
+            hit = self.memo[key] = (e, conds, self._expr(e, nest, tuple(conds), replace or {}))
+        return hit[2]
+
+    def facts(self, conds):
+        """Facts(conds), made once per tuple of conditions."""
+        key = tuple(id(c) for c in conds)
+        hit = self.known.get(key)
+        if hit is None:
+            hit = self.known[key] = (conds, Facts(conds))
+        return hit[1]
+
+    def _negation(self, cond):
+        """negate(cond), made once per condition (memo keys use its id)."""
+        hit = self.negations.get(id(cond))
+        if hit is None:
+            hit = self.negations[id(cond)] = (cond, negate(cond))
+        return hit[1]
+
+    def _expr(self, e, nest, conds, replace):
+        if id(e) in replace:
+            return replace[id(e)]
+        if isinstance(e, (Const, IterVar)):
+            return e
+        if isinstance(e, Read):
+            return self._read(e, nest, conds, replace)
+        if isinstance(e, Reduce):
+            return self._scalar_reduce(e, nest, conds)
+        if isinstance(e, Select) and id(e.cond) in nest.assume:
+            return self.expr(e.t, nest, conds + (e.cond,), replace)
+        if isinstance(e, Select):
+            return Select(self.expr(e.cond, nest, conds, replace),
+                          self.expr(e.t, nest, conds + (e.cond,), replace),
+                          self.expr(e.f, nest, conds + (self._negation(e.cond),), replace))
+        if (isinstance(e, Binary) and e.op in ("floordiv", "mod") and dt.is_int(e.dtype)
+                and e.b.value > 0 and self.facts(conds).nonnegative(e.a)):
+            return CDiv("div" if e.op == "floordiv" else "mod",
+                        self.expr(e.a, nest, conds, replace), e.b)
+        return with_children(e, [self.expr(c, nest, conds, replace) for c in children(e)])
+
+    def _read(self, e, nest, conds, replace):
+        t = e.tensor
+        facts = self.facts(conds)
+        checks, parts = [], []
+        for d, index in enumerate(e.indices):
+            value = self.expr(index, nest, conds, replace)
+            if value.dtype != dt.INDEX:
+                value = Cast(dt.INDEX, value)
+            if not facts.within(index, t.shape[d]):
+                var = Var("checked")
+                self.sites.append(Site(self.st.tensor.name, t.name, d, t.shape[d]))
+                checks.append(Check(var, value, t.shape[d], len(self.sites) - 1))
+                value = var
+            parts.append(value)
+        return Load(self.buffers[id(t)], _linear(zip(parts, _strides(t.shape))), checks)
+
+    def _scalar_reduce(self, red, nest, conds):
+        """A Load of `red` computed into a scalar at the outermost depth where
+        its free variables and the conditions it is evaluated under are bound."""
+        deps = free_vars(red) + [v for c in conds for v in free_vars(c)]
+        depth = nest.depth_of(deps)
+        frame = nest.frames[depth]
+        key = (id(red), tuple(id(c) for c in conds))
+        if key in frame.memo:
+            return Load(frame.memo[key][1], _int(0))
+        buf = Buffer(red.dtype, (1,), "stack", "red")
+        inner = nest.upto(depth)
+        tightener = _Tightener(red.cond)
+        for axis in red.axes:
+            start, end = tightener.bounds(axis, inner.avail)
+            inner.push(_Loop(axis, self.expr(start, inner, conds),
+                             self.expr(end, inner, conds), axis.extent))
+        value = self.expr(red.body, inner, conds + tightener.conds())
+        update = Store(buf, _int(0), _combine(red.op, Load(buf, _int(0)), value))
+        leaf = self._guarded(update, inner, conds, tightener)
+        loop = inner.loops[-1]
+        if not inner.frames[-1].requests and not _has_checks(leaf):
+            loop.kind, loop.reduction = "vectorized", (red.op, buf)
+        compute = Seq([Store(buf, _int(0), _identity(red.op, red.dtype)),
+                       _wrap(inner, depth, leaf)])
+        frame.requests.append((buf, compute))
+        frame.memo[key] = (conds, buf)
+        return Load(buf, _int(0))
+
+
+class _Tightener:
+    """Turns conjuncts of a reduction's condition into loop bounds, axis by
+    axis, as soon as the variables they use are bound; `pending` keeps the rest."""
+
+    def __init__(self, cond):
+        self.pending = [] if cond is None else [c for c in conjuncts(cond)
+                                                if not Facts(()).always(c)]
+        self.used = []
+
+    def bounds(self, axis, available):
+        """(start, end) te expressions of reduce `axis` given the bound variables."""
+        lowers, uppers = [], []
+        for c in list(self.pending):
+            found = axis_bounds(c, axis, available)
+            if found is not None:
+                self.pending = [p for p in self.pending if p is not c]  # (== builds an Expr)
+                self.used.append(c)
+                lowers += found[0]
+                uppers += found[1]
+        return _fold("max", axis.lo, lowers), _fold("min", axis.hi, uppers)
+
+    def conds(self):
+        """The conditions that hold inside the loops (all of them, once guarded)."""
+        return tuple(self.used + self.pending)

@@ -1,0 +1,105 @@
+"""Lowering to the loop IR: exact tails, hoisted reductions, loop bounds from
+reduction conditions, fused parallel loops, multi-stage kernels."""
+import ctypes
+
+import numpy as np
+
+import neoflow as nf
+from neoflow.build import compile_c
+from neoflow.codegen import generate_c
+from neoflow.codegen.c import ENTRY
+from neoflow.graph import Kernel, kernels_for
+from neoflow.schedule import Config, default_config, lower_kernel, lower_program
+from neoflow.schedule.loop_ir import For, dump
+
+
+def lowered(t, config=None):
+    kernel = kernels_for([t])[-1]
+    return lower_kernel(kernel, config or default_config(kernel), [])
+
+
+def loops(stmt):
+    """Every For under `stmt`, outer first."""
+    out, stack = [], [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, For):
+            out.append(s)
+        for name in ("body", "then", "else_"):
+            if getattr(s, name, None) is not None:
+                stack.append(getattr(s, name))
+        stack.extend(reversed(getattr(s, "stmts", ())))
+    return out
+
+
+def test_softmax_row_sum_is_hoisted_out_of_the_column_loop():
+    x = nf.placeholder((64, 128), name="x")
+    r = nf.reduce_axis(128, name="r")
+    sm = nf.compute((64, 128), lambda i, j: nf.exp(x[i, j]) / nf.sum(nf.exp(x[i, r]), axis=r))
+    config = Config.from_dict({"stages": [{"tile": {"s0": [], "s1": []},
+                                           "order": ["s0.0", "s1.0"], "parallel": 1,
+                                           "vectorize": "s1"}]})
+    text = dump(lowered(sm, config).body)
+    # the reduction's loop runs inside the row loop, before (not inside) the column loop
+    assert text.index("for r in") < text.index("for j in")
+    indent = {line.split("for ")[1].split()[0]: len(line) - len(line.lstrip())
+              for line in text.splitlines() if line.lstrip().startswith("for ")}
+    assert indent["r"] == indent["j"]
+
+
+def test_reduction_condition_tightens_loop_bounds():
+    x = nf.placeholder((10,), name="x")
+    r = nf.reduce_axis(10, name="r")
+    y = nf.compute((10,), lambda i: nf.sum(x[r], axis=r, where=(r <= i) & (r + 3 > i)))
+    func = lowered(y)
+    inner = [lp for lp in loops(func.body) if lp.var is r][0]
+    assert "if " not in dump(inner.body)        # no guard left
+    assert "for r in [max(0, (i + -2)), (i + 1))" in dump(func.body)  # i + 1 <= 10: no min
+
+
+def test_tails_are_bounded_exactly_and_full_tiles_are_constant():
+    x = nf.placeholder((7, 33), name="x")
+    y = nf.placeholder((33, 7), name="y")
+    k = nf.reduce_axis(33, name="k")
+    c = nf.compute((7, 7), lambda i, j: nf.sum(x[i, k] * y[k, j], axis=k))
+    config = Config.from_dict({"stages": [{
+        "tile": {"s0": [3], "s1": [2], "r0": [5]},
+        "order": ["s0.0", "s1.0", "r0.0", "r0.1", "s0.1", "s1.1"], "parallel": 2,
+        "vectorize": "s1", "cache_write": True}]})
+    text = dump(lowered(c, config).body)
+    assert "min(5, (33 - (r0.0 * 5)))" in text    # the reduce tail
+    assert "if ((((s0.0 * 3) + 3) <= 7) & (((s1.0 * 2) + 2) <= 7))" in text  # whole tiles: constant bounds
+    assert "parallel" in text
+
+
+def test_multi_stage_kernel_keeps_intermediates_local():
+    x = nf.placeholder((5, 9), name="x")
+    r = nf.reduce_axis(9, name="r")
+    e = nf.compute((5, 9), lambda i, j: nf.exp(x[i, j]), name="e")
+    sm = nf.compute((5, 9), lambda i, j: e[i, j] / nf.sum(e[i, r], axis=r), name="sm")
+    kernel = Kernel([e, sm], outputs=[sm])
+    program = lower_program([kernel], [default_config(kernel)], [x], [sm])
+    assert not program.temps
+    source = generate_c(program)
+    assert "malloc" in source.split("static void nf_kernel0")[1]
+    entry = compile_c(source).get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
+    xv = np.random.default_rng(0).standard_normal((5, 9)).astype(np.float32)
+    out = np.empty((5, 9), np.float32)
+    err = (ctypes.c_int64 * 2)()
+    assert entry((ctypes.c_void_p * 2)(xv.ctypes.data, out.ctypes.data), err) == 0
+    np.testing.assert_allclose(out, nf.evaluate(sm, {x: xv}), rtol=1e-5)
+
+
+def test_padded_conv_interior_tiles_skip_the_padding_test():
+    x = nf.placeholder((1, 8, 20, 20), name="x")
+    w = nf.placeholder((8, 8, 3, 3), name="w")
+    func = lowered(nf.nn.conv2d(x, w, padding=1))
+    text = dump(func.body)
+    fast, edges = text.split("\n  else:\n", 1)
+    assert "where(" not in fast
+    condition = [line for line in fast.splitlines() if line.startswith("  if ")][0]
+    assert "((l + -1) >= 0)" in condition and "(((l * -1) + 18) >= 0)" in condition
+    # edge tiles: per kernel tap, the taps inside the image run without the test too
+    assert edges.count("where(") == 2 and edges.count("for rc in") == 2
+    tap = [line.strip() for line in edges.splitlines() if line.strip().startswith("if ")][1]
+    assert "rh" in tap and "rw" in tap
