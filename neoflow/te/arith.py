@@ -6,8 +6,9 @@ and by lowering (proving reads in bounds, tightening loop ranges).
 
 Hands on: `Linear` forms, (lo, hi) intervals (inclusive), narrowed ranges.
 """
-from .expr import Binary, Cast, Const, IterVar, Select, Unary
+from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
 from . import dtype as dt
+from .visit import post_order
 
 
 class Linear:
@@ -49,35 +50,63 @@ class Linear:
         return out + self.const if self.const else out
 
 
-def linear_form(e):
-    """The affine form of an integer expression, or None if it is not affine."""
+def linear_form(e, atoms=False):
+    """The affine form of an integer expression, or None if it is not affine.
+
+    With `atoms=True` a non-affine integer sub-expression (`u // 4`, `u % 4`,
+    a product of variables, a value read from a tensor) becomes a term of its
+    own, keyed by the node, so the form is never None for an integer `e`.
+
+    >>> linear_form(2 * (i // 4) + i, atoms=True).terms   # {i // 4: 2, i: 1}
+    """
     if isinstance(e, Const) and dt.is_int(e.dtype):
         return Linear(const=e.value)
     if isinstance(e, IterVar):
         return Linear({e: 1})
     if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.a.dtype):
-        return linear_form(e.a)
+        return linear_form(e.a, atoms)
     if isinstance(e, Unary) and e.op == "neg":
-        a = linear_form(e.a)
+        a = linear_form(e.a, atoms)
         return None if a is None else a.scale(-1)
     if isinstance(e, Binary) and e.op in ("add", "sub", "mul"):
-        a, b = linear_form(e.a), linear_form(e.b)
-        if a is None or b is None:
-            return None
-        if e.op == "add":
-            return a + b
-        if e.op == "sub":
-            return a - b
-        if a.is_const:
-            return b.scale(a.const)
-        if b.is_const:
-            return a.scale(b.const)
+        a, b = linear_form(e.a, atoms), linear_form(e.b, atoms)
+        if a is not None and b is not None:
+            if e.op == "add":
+                return a + b
+            if e.op == "sub":
+                return a - b
+            if a.is_const:
+                return b.scale(a.const)
+            if b.is_const:
+                return a.scale(b.const)
+    if atoms and dt.is_int(e.dtype):
+        return Linear({e: 1})
     return None
 
 
 def var_range(v, ranges):
-    """Inclusive (lo, hi) of IterVar `v`: from `ranges` if given there, else its own."""
+    """Inclusive (lo, hi) of IterVar `v`: from `ranges` if given there, else its own.
+    A non-IterVar term of a form made with `atoms=True` gets its `interval`
+    (None when unknown)."""
+    if not isinstance(v, IterVar):
+        return interval(v, ranges)
     return ranges.get(v, (v.lo, v.hi - 1)) if ranges else (v.lo, v.hi - 1)
+
+
+def form_interval(f, ranges=None):
+    """Inclusive bounds of a `Linear` form over `ranges`, or None when a term is unbounded.
+
+    >>> form_interval(linear_form(2 * i - 1))   # i in [0, 4)
+    (-1, 5)
+    """
+    lo = hi = f.const
+    for v, c in f.terms.items():
+        r = var_range(v, ranges)
+        if r is None:
+            return None
+        lo += min(c * r[0], c * r[1])
+        hi += max(c * r[0], c * r[1])
+    return lo, hi
 
 
 def interval(e, ranges=None):
@@ -89,12 +118,7 @@ def interval(e, ranges=None):
     """
     f = linear_form(e)
     if f is not None:
-        lo = hi = f.const
-        for v, c in f.terms.items():
-            a, b = var_range(v, ranges)
-            lo += min(c * a, c * b)
-            hi += max(c * a, c * b)
-        return lo, hi
+        return form_interval(f, ranges)
     if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.a.dtype):
         return interval(e.a, ranges)
     if isinstance(e, Select):
@@ -132,30 +156,39 @@ def interval(e, ranges=None):
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
 
 
-def narrow(cond, ranges):
+def narrow(cond, ranges, atoms=False):
     """Ranges tightened by a condition assumed true, or None if it cannot hold.
 
     Understands conjunctions (&) of comparisons between affine expressions;
     each comparison tightens every variable it bounds given the others'
-    ranges. Other conditions leave the ranges as they are.
+    ranges. Other conditions leave the ranges as they are. With
+    `atoms=True`, non-affine integer parts (`j // 4`) count as terms bounded
+    by their `interval`; only IterVars are narrowed.
 
     >>> narrow((i - 1 >= 0) & (i < 5), {})[i]   # i in [0, 8)
     (1, 4)
     """
     out = dict(ranges)
     if isinstance(cond, Binary) and cond.op == "and":
-        out = narrow(cond.a, out)
-        return None if out is None else narrow(cond.b, out)
+        out = narrow(cond.a, out, atoms)
+        return None if out is None else narrow(cond.b, out, atoms)
     if not (isinstance(cond, Binary) and cond.op in _FLIP):
         return out
-    fa, fb = linear_form(cond.a), linear_form(cond.b)
+    if not (dt.is_int(cond.a.dtype) and dt.is_int(cond.b.dtype)):
+        return out
+    fa, fb = linear_form(cond.a, atoms), linear_form(cond.b, atoms)
     if fa is None or fb is None:
         return out
     diff = fa - fb  # cond: diff (op) 0
     op = cond.op
     for v, c in diff.terms.items():
+        if not isinstance(v, IterVar):
+            continue
         rest = Linear({u: k for u, k in diff.terms.items() if u is not v}, diff.const)
-        lo_rest, hi_rest = interval(rest.to_expr(), out)
+        bounds = form_interval(rest, out)
+        if bounds is None:
+            continue
+        lo_rest, hi_rest = bounds
         # c*v + rest (op) 0  ->  c*v (op) -rest
         vop = op if c > 0 else _FLIP[op]
         lo, hi = var_range(v, out)
@@ -206,3 +239,53 @@ def prove(cond, ranges=None):
              "ne": (lo > 0 or hi < 0, lo == hi == 0)}
     always, never = table[cond.op]
     return True if always else (False if never else None)
+
+
+_NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
+def conjuncts(cond):
+    """The operands of a conjunction (`a & b & c` -> [a, b, c]); [] for None.
+
+    >>> conjuncts((i > 0) & (i < 5))   # [i > 0, i < 5]
+    """
+    if cond is None:
+        return []
+    if isinstance(cond, Binary) and cond.op == "and":
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
+
+
+def negate(cond):
+    """The negation of a condition, with comparisons flipped (`~(i < 4)` -> `i >= 4`)
+    so that `narrow` and `prove` still understand it. Float comparisons are
+    negated with `~` (NaN makes `~(x < y)` differ from `x >= y`).
+
+    >>> negate(i < 4)   # i >= 4
+    """
+    if isinstance(cond, Const):
+        return Const(not cond.value, dt.BOOL)
+    if isinstance(cond, Unary) and cond.op == "not":
+        return cond.a
+    if isinstance(cond, Binary) and cond.op in _NEGATE and dt.is_int(cond.a.dtype):
+        return Binary(_NEGATE[cond.op], cond.a, cond.b, dt.BOOL)
+    return Unary("not", cond, dt.BOOL)
+
+
+def free_vars(e):
+    """The IterVars `e` uses that no reduction inside `e` binds, in first-use order.
+
+    >>> free_vars(nf.sum(A[i, k], axis=k) + i)   # [i]
+    """
+    bound = {id(a) for n in post_order(e) if isinstance(n, Reduce) for a in n.axes}
+    return [n for n in post_order(e) if isinstance(n, IterVar) and id(n) not in bound]
+
+
+def is_index_expr(e):
+    """True if `e` depends on index variables and constants only (no tensor
+    value, no reduction): pure index arithmetic or an index condition.
+
+    >>> is_index_expr((i * 2 + 1) % 3 == 0), is_index_expr(A[i] > 0)
+    (True, False)
+    """
+    return not any(isinstance(n, (Read, Reduce)) for n in post_order(e))
