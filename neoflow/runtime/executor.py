@@ -1,0 +1,64 @@
+"""The executor: owns the buffers of a training step and runs its kernels.
+
+Buffers are allocated once from a `BufferPlan`: one persistent array per leaf
+(inputs, scalars, parameters, optimizer state), one arena, and a view of the
+right shape and dtype per tensor (at its planned arena offset). A backend turns
+the kernels into one step program over those views; the executor runs it,
+then copies the values of aliases that could not be done in place.
+
+Hands on: `Executor.step()`, and `buffer(t)` — the live array of tensor `t`.
+"""
+import numpy as np
+
+from ..te import dtype as dt
+from ..graph.memory import ALIGN, nbytes
+
+
+def aligned_empty(size):
+    """An uninitialised uint8 array of `size` bytes starting on an ALIGN boundary.
+
+    >>> aligned_empty(100).ctypes.data % ALIGN
+    0
+    """
+    raw = np.empty(size + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + size]
+
+
+def view(memory, t, offset=0):
+    """Tensor `t`'s shape and dtype over the bytes of `memory` from `offset`."""
+    return memory[offset:offset + nbytes(t)].view(dt.to_numpy(t.dtype)).reshape(t.shape)
+
+
+class Executor:
+    """Buffers and the step program of a planned graph.
+
+    >>> ex = Executor(graph, kernels, plan, ReferenceBackend())   # doctest: +SKIP
+    >>> ex.buffer(graph.params[0])[...] = w0; ex.step()           # doctest: +SKIP
+    """
+
+    def __init__(self, graph, kernels, plan, backend):
+        self.arena = aligned_empty(plan.arena_bytes)
+        self.views = {}
+        for t in graph.leaves:
+            self.views[id(t)] = view(aligned_empty(nbytes(t)), t)
+        for kernel in kernels:
+            for t in kernel.outputs:
+                kind, where = plan.home[id(t)]
+                if kind == "leaf":
+                    self.views[id(t)] = self.views[id(where)]
+                else:
+                    self.views[id(t)] = view(self.arena, t, where)
+        self.program = backend.program(kernels, self.views)
+        self.copies = [(self.views[id(a.target)], self.views[id(a.value)])
+                       for a in graph.aliases if not a.inplace]
+
+    def buffer(self, t):
+        """The array that holds tensor `t` during and between steps."""
+        return self.views[id(t)]
+
+    def step(self):
+        """Run every kernel once, then finish the aliases done by copy."""
+        self.program()
+        for target, value in self.copies:
+            np.copyto(target, value)
