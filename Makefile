@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m neoflow.cli demo
+	$(PY) examples/milstm.py
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

@@ -9,5 +9,11 @@ from .errors import NeoFlowError
 from .te import (Expr, Tensor, abs, cast, compute, const, erf, evaluate, exp, floor, log, max,
                  maximum, min, minimum, parameter, placeholder, pow, reduce_axis, rsqrt,
                  sigmoid, sqrt, sum, tanh, where)
+from .api import build
+from .autodiff import grad
+from .te.flops import flops
+from . import nn
+from . import optim
+from .runtime import Trainer
 
 __version__ = "0.1.0"
