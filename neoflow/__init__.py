@@ -15,5 +15,6 @@ from .te.flops import flops
 from . import nn
 from . import optim
 from .runtime import Trainer
+from .tune import tune  # the function; the stage's other names: neoflow.tune.<module>
 
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """api: `nf.build` -- tensor expressions to a native function, end to end.
 
-outputs -> kernels (graph) -> Configs (schedule: given or default) -> loop
+outputs -> kernels (graph) -> Configs (given, tuned -- the tuning database
+-- or the schedule stage's default) -> loop
 IR (schedule) -> C (codegen) -> loaded library (build) -> `BuiltFunction`,
 which checks what it is called with (te/feed.py), allocates fresh outputs,
 runs the entry point and turns a reported error into a NeoFlowError.
@@ -20,16 +21,19 @@ from .te import dtype as dt
 from .te.feed import as_input_array
 from .te.tensor import Tensor
 from .te.visit import topo_tensors
+from .tune.database import best_configs
 
 
 def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitize=False):
     """Compile `outputs` as a function of `inputs` (placeholders/parameters, in order).
 
-    `database` is accepted for the tuning issue (schedules found by `nf.tune`);
-    it is stored on the function and not consulted yet. `configs` gives
-    schedules: one Config (a single-kernel build), a list with one Config or
-    None per kernel (in `f.kernels` order), or a dict {kernel key: Config};
-    kernels without one use `default_config`. `sanitize=True` builds with
+    `configs` gives schedules: one Config (a single-kernel build), a list
+    with one Config or None per kernel (in `f.kernels` order), or a dict
+    {kernel key: Config}. A kernel without one takes the best schedule
+    `nf.tune` recorded for it in `database` (None: the per-user tuning
+    database, if there is one; False: none; a path or an nf.tune.Database),
+    else `default_config`. An unreadable database warns once and never
+    fails the build. `sanitize=True` builds with
     AddressSanitizer (load only in a process with `asan_runtime_path()` in
     LD_PRELOAD).
 
@@ -45,17 +49,36 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     inputs = _check_signature(outs, inputs)
-    computed = []
-    for t in outs:
-        if t.is_compute and all(t is not c for c in computed):
-            computed.append(t)
+    computed = _computed(outs)
     kernels = kernels_for(computed)
-    chosen = _configs_for(kernels, configs)
+    chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
     program = lower_program(kernels, chosen, inputs, computed)
     source = generate_c(program)
     library = compile_c(source, sanitize=sanitize)
     return BuiltFunction(outs, single, inputs, computed, kernels, chosen, program, source,
                          library, database)
+
+
+def plan_kernels(outputs, inputs):
+    """(kernels, single): the kernels `nf.build(outputs, inputs)` runs, in
+    order, after the same checks; `single` if `outputs` is one Tensor.
+
+    >>> kernels, single = plan_kernels(B, [A]); kernels, single
+    ([<Kernel B>], True)
+    """
+    single = isinstance(outputs, Tensor)
+    outs = [outputs] if single else list(outputs)
+    _check_signature(outs, inputs)
+    return kernels_for(_computed(outs)), single
+
+
+def _computed(outs):
+    """The computed tensors among `outs`, each once, in order."""
+    computed = []
+    for t in outs:
+        if t.is_compute and all(t is not c for c in computed):
+            computed.append(t)
+    return computed
 
 
 def _check_signature(outs, inputs):
@@ -82,21 +105,25 @@ def _check_signature(outs, inputs):
     return list(inputs)
 
 
-def _configs_for(kernels, configs):
+def _configs_for(kernels, configs, tuned):
+    """Per kernel: the config given, else the tuned one, else the default."""
     if configs is None:
-        return [default_config(k) for k in kernels]
-    if isinstance(configs, Config):
+        given = [None] * len(kernels)
+    elif isinstance(configs, Config):
         if len(kernels) != 1:
             raise NeoFlowError(f"nf.build: one Config given but the outputs make "
                                f"{len(kernels)} kernels; pass a list or a dict keyed by "
                                "kernel key")
-        return [configs]
-    if isinstance(configs, dict):
-        return [configs[k.key] if k.key in configs else default_config(k) for k in kernels]
-    configs = list(configs)
-    if len(configs) != len(kernels):
-        raise NeoFlowError(f"nf.build: {len(configs)} configs given for {len(kernels)} kernels")
-    return [c if c is not None else default_config(k) for c, k in zip(configs, kernels)]
+        given = [configs]
+    elif isinstance(configs, dict):
+        given = [configs.get(k.key) for k in kernels]
+    else:
+        given = list(configs)
+        if len(given) != len(kernels):
+            raise NeoFlowError(f"nf.build: {len(given)} configs given for {len(kernels)} "
+                               "kernels")
+    return [c if c is not None else t if t is not None else default_config(k)
+            for c, t, k in zip(given, tuned, kernels)]
 
 
 class BuiltFunction:

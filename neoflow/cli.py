@@ -1,9 +1,12 @@
-"""The `neoflow` command line: `neoflow demo` and friends.
+"""The `neoflow` command line: `neoflow demo`, `neoflow tune`, `neoflow db`.
 
 Hands on: nothing; each subcommand calls the public API.
 """
 import argparse
 import sys
+
+from .errors import NeoFlowError
+from .tune.commands import add_db_arguments, add_tune_arguments, run_db, run_tune
 
 
 def _demo(args):
@@ -23,11 +26,21 @@ def main(argv=None):
     demo = sub.add_parser("demo", help="build and run novel operators; compare with NumPy and PyTorch")
     demo.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     demo.set_defaults(run=_demo)
+    tune = sub.add_parser("tune", help="search fast schedules for a built-in workload and "
+                                       "record them in the tuning database")
+    add_tune_arguments(tune)
+    tune.set_defaults(run=run_tune)
+    db = sub.add_parser("db", help="list or export the tuning database (JSON)")
+    add_db_arguments(db)
+    db.set_defaults(run=run_db)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 0
-    args.run(args)
+    try:
+        args.run(args)
+    except NeoFlowError as e:        # a user's mistake: the message, not a traceback
+        parser.exit(2, f"neoflow {args.command}: error: {e}\n")
     return 0
 
 

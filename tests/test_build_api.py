@@ -89,9 +89,9 @@ def test_unused_inputs_outputs_that_are_inputs_and_repeated_outputs(prog):
     np.testing.assert_array_equal(out[0], out[2])
 
 
-def test_source_database_and_configs(prog):
+def test_source_database_and_configs(prog, tmp_path):
     a, b, c, d = prog
-    db = object()
+    db = tmp_path / "no-records.sqlite"       # no file: default schedules
     f = nf.build(d, [a, b], database=db)
     assert f.database is db and "nf_main" in f.source and len(f.kernels) == 2
     cfg = default_config(f.kernels[1])

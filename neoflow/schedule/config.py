@@ -21,6 +21,11 @@ As JSON:
 * cache_write: the main reduction accumulates the output tile that the
   loops after its first reduce loop cover in a local array, written once
   at the end; false accumulates in the output itself.
+* pack (optional): inputs copied, before the stage runs, into panels laid
+  out for it -- numbers into `Stage.packable` (inputs with a dimension
+  indexed by exactly one spatial axis, e.g. matmul's B[k, j] along j):
+  B becomes P[j // f, k, j % f] with f the innermost split factor of j, so
+  a loop over j's innermost level reads one contiguous panel (GEMM packing).
 
 Hands on: validated `Config`s for lowering; JSON for the tuning database.
 """
@@ -49,11 +54,15 @@ class StageConfig:
     vectorize: str = None
     unroll: dict = field(default_factory=dict)
     cache_write: bool = False
+    pack: list = field(default_factory=list)
 
     def to_dict(self):
-        return {"tile": {a: list(f) for a, f in self.tile.items()}, "order": list(self.order),
-                "parallel": self.parallel, "vectorize": self.vectorize,
-                "unroll": dict(self.unroll), "cache_write": self.cache_write}
+        out = {"tile": {a: list(f) for a, f in self.tile.items()}, "order": list(self.order),
+               "parallel": self.parallel, "vectorize": self.vectorize,
+               "unroll": dict(self.unroll), "cache_write": self.cache_write}
+        if self.pack:
+            out["pack"] = list(self.pack)
+        return out
 
 
 @dataclass
@@ -82,7 +91,8 @@ class Config:
                     order=[str(x) for x in s["order"]], parallel=int(s.get("parallel", 0)),
                     vectorize=None if s.get("vectorize") is None else str(s["vectorize"]),
                     unroll={str(k): int(v) for k, v in s.get("unroll", {}).items()},
-                    cache_write=bool(s.get("cache_write", False))))
+                    cache_write=bool(s.get("cache_write", False)),
+                    pack=[int(n) for n in s.get("pack", [])]))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ConfigError(f"malformed schedule config {data!r}: {e}") from None
         return cls(stages)
@@ -170,6 +180,21 @@ def validate_stage(st, sc, where):
             raise ConfigError(f"{where}: unroll factor of {lv} must be in [2, {MAX_UNROLL}], "
                               f"got {factor!r}")
     _validate_cache_write(st, sc, where)
+    _validate_pack(st, sc, where)
+
+
+def _validate_pack(st, sc, where):
+    packable = st.packable
+    if not isinstance(sc.pack, list) or len(set(sc.pack)) != len(sc.pack) or not all(
+            isinstance(n, int) and 0 <= n < len(packable) for n in sc.pack):
+        raise ConfigError(f"{where}: pack must list distinct numbers below "
+                          f"{len(packable)} (the packable inputs "
+                          f"{[t.name for t, _, _ in packable]}); got {sc.pack!r}")
+    for n in sc.pack:
+        tensor, axis, _ = packable[n]
+        if not sc.tile[axis]:
+            raise ConfigError(f"{where}: packing '{tensor.name}' along {axis} needs {axis} "
+                              "split (its innermost factor is the panel width)")
 
 
 def _validate_vectorize(st, sc, where):

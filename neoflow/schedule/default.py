@@ -9,7 +9,8 @@ Per stage:
   a local array while the reduce loops run between the outer tile loops
   and the tile itself; the rows come from an axis that contiguous operand
   does not depend on (matmul's i, conv's output channel), so each of its
-  vector loads serves every row of the tile;
+  vector loads serves every row of the tile; when panels of that operand
+  serve many rows over a long reduction, it is packed first (GEMM's B);
 * any other reduction: reduce loops innermost into a scalar (vectorised
   as a SIMD reduction over a unit-stride axis).
 Small stages run on one thread.
@@ -29,6 +30,8 @@ ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
 PARALLEL_MIN_WORK = 1 << 15
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
+PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
+PACK_MIN_REDUCE = 64
 
 
 def default_config(kernel):
@@ -163,7 +166,21 @@ def _blocked(st, v, lanes):
     if su is not None and len(inner) == 2 and uf >= 2:
         unroll[inner[0]] = uf
     return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
-                       vectorize=sv, unroll=unroll, cache_write=True)
+                       vectorize=sv, unroll=unroll, cache_write=True,
+                       pack=_panels(st, v, tile, u))
+
+
+def _panels(st, v, tile, u):
+    """Pack the contiguous operand along the vector axis into panels when
+    every panel serves many rows and a long reduction (GEMM's B): one
+    contiguous stream per register tile instead of a stride per step."""
+    sv = f"s{v}"
+    if not tile[sv] or u is None or st.spatial[u].extent < PACK_MIN_ROWS or math.prod(
+            a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE:
+        return []
+    contiguous = {id(r.tensor) for r in _unit_stride_reads(st, st.spatial[v])}
+    return [n for n, (t, axis, _) in enumerate(st.packable)
+            if axis == sv and id(t) in contiguous]
 
 
 def _rowwise(st):

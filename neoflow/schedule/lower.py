@@ -48,6 +48,8 @@ from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc
                       Program, Seq, Site, Store, Var)
 from .stage import Stage
 
+PACK_PARALLEL_MIN = 1 << 15   # elements of a panel buffer worth copying on all cores
+
 
 def lower_program(kernels, configs, inputs, outputs):
     """Lower `kernels` (in order) with `configs` into one Program.
@@ -339,6 +341,12 @@ class _StageLowering:
         self.out = buffers[id(tensor)]
         self.axes = {a: _Axis(a, self.st.axis(a), sc.tile[a]) for a in self.st.axis_names}
         self.memo, self.negations, self.known = {}, {}, {}
+        self.packs = {}   # id(tensor) -> (axis, dimension, panel width, panel buffer)
+        for n in sc.pack:
+            t, axis, dim = self.st.packable[n]
+            f = sc.tile[axis][-1]
+            shape = (-(-t.shape[dim] // f),) + t.shape[:dim] + t.shape[dim + 1:] + (f,)
+            self.packs[id(t)] = (axis, dim, f, Buffer(t.dtype, shape, "heap", "pack"))
 
     # loops ------------------------------------------------------------------
     def _push_level(self, nest, level, tightener=None, full=()):
@@ -407,8 +415,32 @@ class _StageLowering:
         else:
             body = self._reduction_phases(outer, order[first_reduce:], out_index)
             self._set_kinds(outer, body, sc.parallel)
-        stmt = _wrap(outer, 0, body, fuse=sc.parallel)
-        return _frame_block(outer.frames[0], stmt)
+        stmt = _frame_block(outer.frames[0], _wrap(outer, 0, body, fuse=sc.parallel))
+        for t in reversed(self.st.packable):
+            if id(t[0]) in self.packs:
+                buf = self.packs[id(t[0])][3]
+                stmt = Allocate(buf, Seq([self._pack_nest(t[0]), stmt]))
+        return stmt
+
+    def _pack_nest(self, t):
+        """Loops copying input `t` into its panel buffer P (zeros past the end):
+        P[o, ..., i] = t[..., o * f + i, ...] with the packed dimension moved out."""
+        _, dim, f, buf = self.packs[id(t)]
+        outer = Var("pack_o", 0, buf.shape[0])
+        others = [Var("pack", 0, n) for n in buf.shape[1:-1]]
+        inner = Var("pack_i", 0, f)
+        src = _add(_mul(outer, f), inner)
+        value = Load(self.buffers[id(t)], _linear(zip(others[:dim] + [src] + others[dim:],
+                                                      _strides(t.shape))))
+        if t.shape[dim] % f:
+            value = Select(Binary("lt", src, _int(t.shape[dim]), dt.BOOL), value,
+                           Const(0, t.dtype))
+        stmt = Store(buf, _linear(zip([outer] + others + [inner], _strides(buf.shape))), value)
+        stmt = For(inner, _int(0), _int(f), "vectorized", stmt)
+        for v in reversed(others):
+            stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
+        kind = "parallel" if buf.size >= PACK_PARALLEL_MIN and buf.shape[0] > 1 else "serial"
+        return For(outer, _int(0), _int(buf.shape[0]), kind, stmt)
 
     def _reduction_phases(self, outer, inner_order, out_index):
         st, sc, red = self.st, self.sc, self.st.reduction
@@ -613,6 +645,8 @@ class _StageLowering:
     def _read(self, e, nest, conds, replace):
         t = e.tensor
         facts = self.facts(conds)
+        if id(t) in self.packs and all(facts.within(i, n) for i, n in zip(e.indices, t.shape)):
+            return self._packed_read(e, nest, conds, replace)
         checks, parts = [], []
         for d, index in enumerate(e.indices):
             value = self.expr(index, nest, conds, replace)
@@ -625,6 +659,19 @@ class _StageLowering:
                 value = var
             parts.append(value)
         return Load(self.buffers[id(t)], _linear(zip(parts, _strides(t.shape))), checks)
+
+    def _packed_read(self, e, nest, conds, replace):
+        """A read of a packed input from its panel: the packed axis' outer
+        loops pick the panel, its innermost loop the element in it."""
+        axis, dim, f, buf = self.packs[id(e.tensor)]
+        ax = self.axes[axis]
+        parts = [_linear((v, s // f) for v, s in zip(ax.vars[:-1], ax.strides[:-1]))]
+        for d, index in enumerate(e.indices):
+            if d != dim:
+                value = self.expr(index, nest, conds, replace)
+                parts.append(value if value.dtype == dt.INDEX else Cast(dt.INDEX, value))
+        parts.append(ax.vars[-1])
+        return Load(buf, _linear(zip(parts, _strides(buf.shape))))
 
     def _scalar_reduce(self, red, nest, conds):
         """A Load of `red` computed into a scalar at the outermost depth where

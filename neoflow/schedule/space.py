@@ -4,7 +4,8 @@ Per stage the space is: split factors per axis (up to two levels, divisors
 and -- when sampling -- factors that leave tails), any interleaving of the
 loops that keeps each axis' loops outer to inner, a vectorised axis (its
 innermost loop moved innermost), a parallel prefix of spatial loops, unroll
-factors, and the local accumulator on or off.
+factors, the local accumulator on or off, and which packable inputs are
+copied into panels first.
 
 Hands on: `Config`s that `validate` accepts.
 """
@@ -127,7 +128,9 @@ def _sample_stage(st, rng):
     parallel = rng.randint(0, prefix) if prefix else 0
     serial = [lv for lv in order[parallel:] if vectorize is None or lv != order[-1]]
     unroll = {rng.choice(serial): rng.choice((2, 4, 8))} if serial and rng.random() < 0.3 else {}
-    sc = StageConfig(tile, order, parallel, vectorize, unroll, cache_write)
+    pack = [n for n, (_, axis, _) in enumerate(st.packable)
+            if tile[axis] and rng.random() < 0.3]
+    sc = StageConfig(tile, order, parallel, vectorize, unroll, cache_write, pack)
     if cache_write and accumulator_size(st, sc) > MAX_ACCUMULATOR:
         sc.cache_write = st.reduction.dtype != st.tensor.dtype
     return sc

@@ -14,8 +14,9 @@ space and lowering.
 """
 import math
 
+from ..te.arith import linear_form
 from ..te.expr import Reduce, Select
-from ..te.visit import children
+from ..te.visit import children, reads
 from .bounds import free_vars, negate
 
 
@@ -34,6 +35,7 @@ class Stage:
         self.reduce_axes = tuple(self.reduction.axes) if self.reduction is not None else ()
         self.axis_names = ([f"s{d}" for d in range(len(self.spatial))]
                            + [f"r{k}" for k in range(len(self.reduce_axes))])
+        self._packable = None
 
     def axis(self, name):
         """The IterVar behind an axis name ("s0", "r1", ...)."""
@@ -42,6 +44,54 @@ class Stage:
 
     def extent(self, name):
         return self.axis(name).extent
+
+    @property
+    def packable(self):
+        """[(tensor, spatial axis name, dimension)]: inputs a schedule may
+        pack -- of 2 or more dimensions, read only inside the main reduction
+        with affine indices, one dimension always indexed by exactly one
+        spatial axis that no other index uses (matmul's B[k, j]: j in
+        dimension 1; dense's W[j, k]: j in dimension 0).
+
+        >>> [(t.name, a, d) for t, a, d in Stage(C).packable]
+        [('B', 's1', 1)]
+        """
+        if self._packable is None:
+            self._packable = _packable(self)
+        return self._packable
+
+
+def _packable(st):
+    if st.reduction is None:
+        return []
+    inside = {id(r) for r in reads(st.reduction.body)}
+    by_tensor = {}
+    for r in reads(st.tensor.op.body):
+        by_tensor.setdefault(id(r.tensor), (r.tensor, []))[1].append(r)
+    spatial = {id(v): f"s{d}" for d, v in enumerate(st.spatial)}
+    out = []
+    for tensor, rs in by_tensor.values():
+        places = {_pack_place(r, spatial) if id(r) in inside else None for r in rs}
+        if tensor.ndim >= 2 and len(places) == 1 and None not in places:
+            axis, dim = places.pop()
+            out.append((tensor, axis, dim))
+    return out
+
+
+def _pack_place(read, spatial):
+    """(axis name, dimension) if exactly one index of `read` is exactly a
+    spatial axis that no other index uses, all indices affine; else None."""
+    forms = [linear_form(i) for i in read.indices]
+    if any(f is None for f in forms):
+        return None
+    found = []
+    for d, f in enumerate(forms):
+        if f.const == 0 and len(f.terms) == 1:
+            (var, coef), = f.terms.items()
+            if coef == 1 and id(var) in spatial and not any(
+                    var in g.terms for n, g in enumerate(forms) if n != d):
+                found.append((spatial[id(var)], d))
+    return found[-1] if len(found) == 1 else None
 
 
 def _main_reduction(tensor):

@@ -6,9 +6,10 @@ program's input then output pointers, runs the kernels in order with the
 temporaries between them (each allocated just before its producer and freed
 after its last reader) and returns err[0] (see the prelude).
 
-Parallel loops get `#pragma omp parallel for`; vectorised loops `#pragma
-GCC ivdep` (gcc then vectorises them and keeps accumulator tiles in
-registers, which `omp simd` prevents) or, for a reduction into a scalar,
+Parallel loops get `#pragma omp parallel for`; vectorised loops of plain
+float arithmetic are printed with vector types (codegen/c/simd.py), other
+vectorised loops get `#pragma GCC ivdep` (gcc then vectorises them) or, for
+a reduction into a scalar,
 `#pragma omp simd reduction` (max and min through the prelude's declared
 reductions); unrolled loops `#pragma GCC unroll`. A checked read is a
 statement expression that tests its indices and reads only if they pass.
@@ -25,6 +26,7 @@ from ...schedule.loop_ir import Allocate, CDiv, For, IfThenElse, Let, Load, Seq,
 from ...te import dtype as dt
 from ...te.expr import Binary, Cast, Const, IterVar, Select, Unary
 from .prelude import PRELUDE
+from .simd import print_simd, simd_plan
 
 ENTRY = "nf_main"
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
@@ -141,6 +143,10 @@ class _Function:
             raise TypeError(f"cannot print statement {type(s).__name__}")
 
     def _for(self, s, d):
+        plan = simd_plan(s) if s.kind == "vectorized" else None
+        if plan is not None:
+            print_simd(self, s, plan, d)
+            return
         v = self.name(s.var, "v")
         if s.kind == "parallel":
             self.emit(d, "#pragma omp parallel for schedule(static)")

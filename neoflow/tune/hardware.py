@@ -1,0 +1,142 @@
+"""tune/hardware: what this machine offers a kernel -- cores, SIMD width,
+cache sizes -- read from /proc/cpuinfo and sysfs, and a fingerprint of it.
+
+The search prunes schedules with these figures (tune/prune.py) and the
+tuning database keys records by the fingerprint, so a schedule tuned on one
+machine is never taken for another's. Where the files are missing (not
+Linux) conservative defaults stand in.
+
+Hands on: a `Hardware` record (`detect()` for this machine).
+"""
+import functools
+import hashlib
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+_CPUINFO = Path("/proc/cpuinfo")
+_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+# Fallbacks where the system does not say (bytes).
+_DEFAULT_CACHES = {1: 32 << 10, 2: 256 << 10, 3: 8 << 20}
+_ITEMSIZE = {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "bool": 1}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A CPU as the tuner sees it: cores it may use, SIMD register width in
+    bytes, FMA, per-core L1d and L2 and the shared L3 (bytes).
+
+    >>> hw = Hardware(cores=2, simd_bytes=32, fma=True, l1=32768, l2=524288,
+    ...               l3=33554432, model="AMD EPYC", arch="x86_64")
+    >>> hw.lanes("float32"), hw.vector_registers
+    (8, 16)
+    """
+    cores: int
+    simd_bytes: int
+    fma: bool
+    l1: int
+    l2: int
+    l3: int
+    model: str
+    arch: str
+
+    def lanes(self, dtype):
+        """SIMD lanes for `dtype` (1 for a type the vector unit does not hold)."""
+        return max(1, self.simd_bytes // _ITEMSIZE.get(dtype, self.simd_bytes))
+
+    @property
+    def vector_registers(self):
+        """Architectural vector registers (32 with AVX-512, else 16)."""
+        return 32 if self.simd_bytes >= 64 else 16
+
+    @property
+    def fingerprint(self):
+        """A short stable digest of every field: the database's hardware key.
+
+        >>> len(detect().fingerprint)
+        16
+        """
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self):
+        """One line for people: "AMD EPYC, 2 cores, AVX2 (32 B) + FMA, L1 32K L2 512K L3 32M"."""
+        return (f"{self.model}, {self.cores} cores, {self.simd_bytes * 8}-bit SIMD"
+                f"{' + FMA' if self.fma else ''}, L1 {_kib(self.l1)} L2 {_kib(self.l2)} "
+                f"L3 {_kib(self.l3)}")
+
+
+@functools.lru_cache(maxsize=None)
+def detect():
+    """This machine's Hardware (read once per process).
+
+    >>> detect().cores >= 1
+    True
+    """
+    info = _cpuinfo()
+    flags = set(info.get("flags", info.get("Features", "")).split())
+    caches = _caches()
+    return Hardware(cores=_cores(), simd_bytes=_simd_bytes(flags, platform.machine()),
+                    fma="fma" in flags or "asimd" in flags,
+                    l1=caches.get(1, _DEFAULT_CACHES[1]), l2=caches.get(2, _DEFAULT_CACHES[2]),
+                    l3=caches.get(3, _DEFAULT_CACHES[3]),
+                    model=info.get("model name", platform.processor() or "unknown").strip(),
+                    arch=platform.machine())
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _cpuinfo():
+    """The fields of the first processor in /proc/cpuinfo ({} when unreadable)."""
+    try:
+        text = _CPUINFO.read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.split("\n\n")[0].splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            out.setdefault(k.strip(), v.strip())
+    return out
+
+
+def _simd_bytes(flags, arch):
+    if "avx512f" in flags:
+        return 64
+    if "avx2" in flags or "avx" in flags:
+        return 32
+    if flags & {"sse2", "asimd", "neon"} or arch in ("x86_64", "aarch64", "arm64"):
+        return 16
+    return 8
+
+
+def _caches():
+    """{level: bytes} of the data/unified caches cpu0 sees."""
+    out = {}
+    for index in sorted(_CACHE_DIR.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = _parse_size((index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified"):
+            out[level] = size
+    return out
+
+
+def _parse_size(text):
+    """'32K' -> 32768, '32768K' -> 33554432, '1M' -> 1048576."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * scale[text[-1]] if text[-1] in scale else int(text)
+
+
+def _kib(n):
+    return f"{n >> 20}M" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10}K"
