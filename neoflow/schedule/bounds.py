@@ -11,34 +11,8 @@ bounds instead of an if-guard.
 Hands on: booleans and bound expressions (te nodes).
 """
 from ..te import dtype as dt
-from ..te.arith import Linear, interval, linear_form, narrow, prove
-from ..te.expr import Binary, Cast, Const, IterVar, Reduce, Select, Unary
-from ..te.visit import post_order
-
-_NEGATED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
-
-def conjuncts(cond):
-    """The conditions `cond` is the conjunction (&) of, in order."""
-    if isinstance(cond, Binary) and cond.op == "and":
-        return conjuncts(cond.a) + conjuncts(cond.b)
-    return [cond]
-
-
-def negate(cond):
-    """A condition true exactly where `cond` is false, with comparisons flipped
-    and ~ pushed inside | (so that `narrow` can use it).
-
-    >>> negate(i < 3)      # (i >= 3)
-    """
-    if isinstance(cond, Unary) and cond.op == "not":
-        return cond.a
-    if isinstance(cond, Binary) and cond.op in _NEGATED:
-        return Binary(_NEGATED[cond.op], cond.a, cond.b, dt.BOOL)
-    if isinstance(cond, Binary) and cond.op == "or":
-        return Binary("and", negate(cond.a), negate(cond.b), dt.BOOL)
-    return Unary("not", cond, dt.BOOL)
-
+from ..te.arith import Linear, conjuncts, interval, linear_form, narrow, prove
+from ..te.expr import Binary, Cast, Const, Select
 
 class Facts:
     """What holds where `conds` (conditions assumed true) hold: variable ranges
@@ -130,12 +104,6 @@ def nonnegative_forms(cond):
     one = Linear(const=1)
     return {"ge": [fa - fb], "gt": [fa - fb - one], "le": [fb - fa], "lt": [fb - fa - one],
             "eq": [fa - fb, fb - fa]}[cond.op]
-
-
-def free_vars(e):
-    """IterVars used in `e` and not bound by a reduction inside it (in order)."""
-    bound = {id(a) for n in post_order(e) if isinstance(n, Reduce) for a in n.axes}
-    return [n for n in post_order(e) if isinstance(n, IterVar) and id(n) not in bound]
 
 
 def axis_bounds(conjunct, axis, available):

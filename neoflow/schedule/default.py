@@ -19,9 +19,8 @@ Hands on: a `Config` that `validate` accepts.
 """
 import math
 
-from ..te.arith import linear_form
+from ..te.arith import free_vars, linear_form
 from ..te.visit import reads
-from .bounds import free_vars
 from .config import Config, StageConfig, level_names
 from .stage import Stage
 

@@ -38,11 +38,10 @@ import math
 import numpy as np
 
 from ..te import dtype as dt
-from ..te.arith import interval
+from ..te.arith import conjuncts, free_vars, interval, negate
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
 from ..te.visit import children, with_children
-from .bounds import (Facts, axis_bounds, conjuncts, free_vars, negate, nonnegative_forms,
-                     redundant)
+from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc, Let, Load,
                       Program, Seq, Site, Store, Var)

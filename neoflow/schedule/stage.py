@@ -14,10 +14,9 @@ space and lowering.
 """
 import math
 
-from ..te.arith import linear_form
+from ..te.arith import free_vars, linear_form, negate
 from ..te.expr import Reduce, Select
 from ..te.visit import children, reads
-from .bounds import free_vars, negate
 
 
 class Stage:

@@ -257,9 +257,10 @@ def conjuncts(cond):
 
 
 def negate(cond):
-    """The negation of a condition, with comparisons flipped (`~(i < 4)` -> `i >= 4`)
-    so that `narrow` and `prove` still understand it. Float comparisons are
-    negated with `~` (NaN makes `~(x < y)` differ from `x >= y`).
+    """The negation of a condition, with integer comparisons flipped (`~(i < 4)`
+    -> `i >= 4`) and `~` pushed inside `|`, so that `narrow` and `prove` still
+    understand it. Float comparisons are negated with `~` (NaN makes
+    `~(x < y)` differ from `x >= y`).
 
     >>> negate(i < 4)   # i >= 4
     """
@@ -269,6 +270,8 @@ def negate(cond):
         return cond.a
     if isinstance(cond, Binary) and cond.op in _NEGATE and dt.is_int(cond.a.dtype):
         return Binary(_NEGATE[cond.op], cond.a, cond.b, dt.BOOL)
+    if isinstance(cond, Binary) and cond.op == "or":  # ~(a | b) = ~a & ~b
+        return Binary("and", negate(cond.a), negate(cond.b), dt.BOOL)
     return Unary("not", cond, dt.BOOL)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from . import dtype as dt
 from .arith import conjuncts, free_vars, is_index_expr, linear_form, narrow, negate
 from .evaluate import evaluate as nf_evaluate
-from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
+from .expr import Binary, Cast, Const, IterVar, Read, Select, Unary
 from .simplify import Structure, conjunction, is_zero
 from .tensor import Tensor, compute
 from .visit import post_order, substitute, tensor_inputs
