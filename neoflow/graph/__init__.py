@@ -4,5 +4,8 @@ stages), the unit the schedule stage tiles and codegen generates.
 >>> from neoflow.graph import kernels_for
 """
 from .kernel import Kernel, kernels_for
+from .ops_class import op_class
+from .partition import Decision, Partition, fuse, fuse_training_graph, group_kernels, kernels_of
 
-__all__ = ["Kernel", "kernels_for"]
+__all__ = ["Kernel", "kernels_for", "op_class", "fuse", "fuse_training_graph", "group_kernels",
+           "kernels_of", "Partition", "Decision"]

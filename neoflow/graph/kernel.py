@@ -4,8 +4,8 @@ A `Kernel` is an ordered group of compute stages (te Tensors, producers
 first) with its own inputs (leaf tensors or tensors other kernels compute)
 and outputs (the stages that are read outside it or asked for). Stages that
 are not outputs are kernel-local intermediates. `kernels_for(outputs)` cuts
-a tensor DAG into kernels; for now every compute is a kernel of its own
-(the partitioner adds fusion later, without changing this class).
+a tensor DAG into one kernel per compute (no fusion); graph/partition.py
+fuses (inlining, epilogue grouping) and builds multi-stage Kernels.
 
 A kernel's `key` depends only on its structure -- shapes, dtypes and the
 expression trees, with tensors numbered by position and axes by their role
@@ -114,7 +114,8 @@ def _expr_lines(axes, body, tensor_names):
 def kernels_for(outputs):
     """Cut the DAG behind `outputs` into kernels, producers first.
 
-    For now every compute is a kernel of one stage.
+    Every compute is a kernel of one stage (unfused); see
+    graph.partition.fuse / kernels_of for the fused partition.
 
     >>> [k.stages[0].name for k in kernels_for([B])]
     ['B']

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import CompilerNotFoundError, InputError, NeoFlowError
 from ..graph.memory import plan_buffers
+from ..graph.partition import fuse_training_graph
 from ..graph.training import training_graph
 from ..te import Tensor
 from ..te.feed import as_input_array
@@ -52,6 +53,8 @@ class Trainer:
     the step number), "error" (NonFiniteLossError, raised after that step's
     update) or "off". `backend` picks the execution backend: "native"
     (generated code), "reference" (nf.evaluate; exact and slow) or "auto".
+    `fusion=False` runs one kernel per compute (no inlining; for debugging);
+    `nf.explain(trainer)` lists the kernels and the fusion decisions.
 
     >>> with nf.Trainer(loss, optimizer=nf.optim.SGD(lr=0.1), tuning="off") as trainer:
     ...     for xb, yb in batches:
@@ -59,14 +62,16 @@ class Trainer:
     """
 
     def __init__(self, loss, optimizer, target="cpu", tuning="off", database=None, seed=0,
-                 nan_check="warn", backend="auto"):
+                 nan_check="warn", backend="auto", fusion=True):
         started = time.perf_counter()
         _check_options(target, tuning, nan_check, backend)
         self.target, self.tuning, self.database = target, tuning, database
         self.nan_check, self.seed = nan_check, seed
-        self.graph = training_graph(loss, optimizer)
+        self.fusion = bool(fusion)
+        self.unfused_graph = training_graph(loss, optimizer)
+        self.graph, self.partition = fuse_training_graph(self.unfused_graph, self.fusion)
         self.optimizer = optimizer
-        self.kernels = self.graph.kernels()
+        self.kernels = self.partition.kernels
         self.plan = plan_buffers(self.graph, self.kernels)
         self._backend = _make_backend(backend)
         self._executor = Executor(self.graph, self.kernels, self.plan, self._backend)
@@ -227,7 +232,8 @@ class Trainer:
         0.42
         """
         times = list(self._step_times)
-        return {"kernels": len(self.kernels), "steps": self._steps,
+        return {"kernels": len(self.kernels), "kernels_unfused": len(self.unfused_graph.order),
+                "steps": self._steps,
                 "time_to_first_step_s": self._first_step_s,
                 "step_ms": statistics.median(times) * 1e3 if times else None,
                 "kernels_tuned": 0, "compile_s": self._compile_s,

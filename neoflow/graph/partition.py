@@ -1,0 +1,264 @@
+"""graph/partition: cut a tensor DAG (or a training graph) into fused kernels.
+
+Fusion here is inlining: an injective producer (graph/ops_class) is folded
+into each compute that reads it -- its body substituted into every read, its
+axes replaced by the read's indices -- so it is never written to memory.
+A producer stays materialised when
+* it is not injective (a reduction, a gather),
+* its value is needed as such: a requested output, the loss, an updated
+  parameter or optimizer state (anything in `keep`),
+* recomputing it costs more than the memory traffic it saves: every read
+  site evaluates it once per point of the consumer's loop nest around the
+  read (reduce loops included), so inlining into several consumers, or into
+  a reduction that reads each element many times (a matmul's inner loop),
+  recomputes it; extra flops must not exceed RECOMPUTE_FLOPS_PER_BYTE times
+  the bytes saved (its write and one read per consumer),
+* its (already inlined) body is too large to copy (MAX_INLINE_NODES).
+Every producer->consumer edge gets a `Decision` with the reason, for nf.explain.
+
+Tensors that do not change keep their identity; rebuilt ones are new
+Tensors with the same name, shape and dtype (`Partition.mapping`). The
+training graph is rebuilt over the fused tensors and its run order and
+in-place decisions recomputed (graph.training), since inlining moves reads
+of parameters into other computes.
+
+Hands on: `Partition` (rebuilt outputs, materialised computes, decisions)
+and a fused `TrainingGraph`.
+"""
+import math
+
+from ..te.expr import Read, Reduce
+from ..te.tensor import ComputeOp, Tensor
+from ..te.visit import children, post_order, substitute, topo_tensors, transform
+from .memory import nbytes
+from .ops_class import op_class, per_element_flops
+
+RECOMPUTE_FLOPS_PER_BYTE = 1.0   # flops we accept to recompute per byte of traffic saved
+MAX_INLINE_NODES = 64            # expression nodes of a producer body we copy into a read
+MAX_INLINE_NODES_SHARED = 24     # ... when it has several read sites
+
+
+class Decision:
+    """Whether producer -> consumer was fused, and why."""
+
+    def __init__(self, producer, consumer, fused, reason):
+        self.producer, self.consumer, self.fused, self.reason = producer, consumer, fused, reason
+
+    def __repr__(self):
+        verb = "inlined into" if self.fused else "kept for"
+        return f"<{self.producer.name} {verb} {self.consumer.name}: {self.reason}>"
+
+
+class Partition:
+    """The result of `fuse`: `outputs` (rebuilt, in the given order), `computes`
+    (the materialised computes, producers first; one kernel each), `mapping`
+    ({id(original): rebuilt}), `inlined` ({id(materialised compute, original or
+    rebuilt): [original producers folded into it]}),
+    `decisions` ([Decision]) and `unfused_kernels` (computes before fusion)."""
+
+    def __init__(self, outputs, computes, mapping, inlined, decisions, unfused_kernels):
+        self.outputs, self.computes, self.mapping = outputs, computes, mapping
+        self.inlined, self.decisions = inlined, decisions
+        self.unfused_kernels = unfused_kernels
+
+    def __repr__(self):
+        return f"<Partition {self.unfused_kernels} -> {len(self.computes)} kernels>"
+
+
+def _read_sites(consumer):
+    """[(Read node, evaluations per step)] of the compute `consumer`'s body."""
+    out, base = [], math.prod(consumer.shape)
+    stack = [(consumer.op.body, base)]
+    while stack:
+        e, evals = stack.pop()
+        if isinstance(e, Reduce):
+            evals = evals * math.prod(a.extent for a in e.axes)
+        if isinstance(e, Read):
+            out.append((e, evals))
+        stack.extend((c, evals) for c in children(e))
+    return out
+
+
+def _size(e):
+    return len(post_order(e))
+
+
+def fuse(outputs, keep=(), fusion=True):
+    """Inline injective producers behind `outputs` into their consumers.
+
+    `keep`: tensors that must stay materialised besides `outputs`. With
+    fusion=False nothing is inlined (one kernel per compute).
+
+    >>> x = nf.placeholder((8,), name="x")
+    >>> y = nf.compute((8,), lambda i: x[i] * 2, name="y")
+    >>> z = nf.compute((), lambda: nf.sum(y[k], axis=k), name="z")
+    >>> p = fuse([z]); [t.name for t in p.computes]
+    ['z']
+    """
+    outputs = list(outputs)
+    order = [t for t in topo_tensors(outputs) if t.is_compute]
+    kept = {id(t) for t in outputs} | {id(t) for t in keep}
+    sites = {}                     # id(producer) -> [(consumer, evals)]
+    for c in order:
+        for r, evals in _read_sites(c):
+            if r.tensor.is_compute:
+                sites.setdefault(id(r.tensor), []).append((c, evals))
+    new, bodies, inlined, decisions, computes = {}, {}, {}, [], []
+
+    def rebuild(n):
+        if not isinstance(n, Read) or not n.tensor.is_compute:
+            return n
+        src = n.tensor
+        if id(src) in bodies:
+            axes = new[id(src)].op.axes
+            return substitute(bodies[id(src)], dict(zip(axes, n.indices)))
+        return Read(new[id(src)], n.indices)
+
+    for t in order:
+        body = transform(t.op.body, rebuild)
+        nt = t if body is t.op.body else Tensor(t.shape, t.dtype, t.name,
+                                                ComputeOp(t.op.axes, body))
+        new[id(t)] = nt
+        folded = [p for p in _reads_of(t) if id(p) in bodies]
+        inlined[id(t)] = _unique(folded + [q for p in folded for q in inlined.get(id(p), [])])
+        consumers = sites.get(id(t), [])
+        fused, reason = _decide(t, nt, consumers, id(t) in kept, fusion)
+        for c in _unique([c for c, _ in consumers]):
+            decisions.append(Decision(t, c, fused, reason))
+        if fused:
+            bodies[id(t)] = nt.op.body
+        else:
+            computes.append(nt)
+            if inlined[id(t)]:
+                inlined[id(nt)] = inlined[id(t)]
+    for t in order:
+        if id(t) in bodies:
+            inlined.pop(id(t), None)
+    inlined = {k: v for k, v in inlined.items() if v}
+    part = Partition([new.get(id(t), t) for t in outputs], computes, new, inlined,
+                     decisions, len(order))
+    return part
+
+
+def _reads_of(t):
+    return _unique([r.tensor for r in post_order(t.op.body) if isinstance(r, Read)])
+
+
+def _unique(ts):
+    seen, out = set(), []
+    for t in ts:
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
+def _decide(t, nt, consumers, kept, fusion):
+    """(inline?, reason) for producer `t` (rebuilt as `nt`) read at `consumers`."""
+    if not consumers:
+        return False, "output"
+    if not fusion:
+        return False, "fusion is off"
+    if kept:
+        return False, "its value is kept (an output, the loss or an updated buffer)"
+    kind = op_class(nt)
+    if kind != "injective":
+        return False, f"producer is a {kind}; only injective producers are inlined"
+    nodes = _size(nt.op.body)
+    limit = MAX_INLINE_NODES if len(consumers) == 1 else MAX_INLINE_NODES_SHARED
+    if nodes > limit:
+        return False, f"its body has {nodes} nodes (> {limit}) to copy into {len(consumers)} read(s)"
+    pe = per_element_flops(nt)
+    size = math.prod(t.shape)
+    evals = sum(e for _, e in consumers)
+    if pe == 0:
+        return True, "pure data movement (0 flops per element)"
+    extra = pe * max(0, evals - size)
+    saved = nbytes(t) * (1 + len(consumers))
+    if extra == 0:
+        return True, f"injective, each element computed once ({pe:g} flops/element)"
+    if extra <= RECOMPUTE_FLOPS_PER_BYTE * saved:
+        return True, (f"injective; recomputes {extra:.3g} flops to save {saved:.3g} bytes "
+                      f"({len(consumers)} read sites)")
+    return False, (f"recompute cost: {evals / size:.3g} evaluations per element x "
+                   f"{pe:g} flops = {extra:.3g} extra flops > {saved:.3g} bytes saved")
+
+
+def kernels_of(partition, fusion=True):
+    """The kernels of `partition` (from `fuse`), in run order.
+
+    >>> [k.stages[0].name for k in kernels_of(fuse([z]))]
+    ['z']
+    """
+    return group_kernels(partition.computes, {id(t) for t in partition.outputs}, fusion)
+
+
+def fuse_training_graph(graph, fusion=True):
+    """(fused TrainingGraph, Partition): `graph` with injective producers
+    inlined; the loss and every alias value stay materialised; run order and
+    in-place decisions are recomputed for the rebuilt tensors.
+
+    >>> g2, part = fuse_training_graph(training_graph(loss, opt))   # doctest: +SKIP
+    >>> len(g2.order) <= len(part.unfused_kernels * [0])              # doctest: +SKIP
+    """
+    from .training import Alias, TrainingGraph, _execution_order
+    part = fuse(graph.outputs, fusion=fusion)
+    m = part.mapping
+    remap = lambda t: m.get(id(t), t)  # noqa: E731
+    pairs = [(a.target, remap(a.value)) for a in graph.aliases]
+    everything = topo_tensors([remap(graph.loss)] + [v for _, v in pairs])
+    order, inplace = _execution_order(everything, pairs)
+    aliases = [Alias(t, v, ok) for (t, v), ok in zip(pairs, inplace)]
+    grads = {name: remap(g) for name, g in graph.grads.items()}
+    fused = TrainingGraph(remap(graph.loss), graph.optimizer, graph.inputs, graph.params,
+                          graph.frozen, graph.state, graph.scalars, grads, aliases, order)
+    needed = {id(t) for t in fused.outputs}
+    part.kernels = group_kernels(order, needed, fusion)
+    return fused, part
+
+
+def group_kernels(order, needed, fusion=True):
+    """Kernels over the materialised computes `order` (run order kept): a
+    kernel starts at any compute and takes in each following compute that
+    reads one of its stages and is injective (an epilogue: matmul + bias +
+    nonlinearity) or a light reduction over the same outer space (`_joins`),
+    so the intermediates are kernel-local buffers. A stage is a kernel output when a later kernel or
+    `needed` (ids of the step's outputs) reads it.
+
+    >>> [k.stages for k in group_kernels(part.computes, {id(z)})]     # doctest: +SKIP
+    """
+    from .kernel import Kernel
+    from ..te.visit import tensor_inputs
+    groups = []
+    for t in order:
+        if fusion and groups and _joins(t, groups[-1][0], groups[-1][1]):
+            groups[-1][0].append(t)
+            groups[-1][1].add(id(t))
+        else:
+            groups.append(([t], {id(t)}))
+    readers = {}
+    for g, (stages, _) in enumerate(groups):
+        for t in stages:
+            for p in tensor_inputs(t):
+                readers.setdefault(id(p), set()).add(g)
+    kernels = []
+    for g, (stages, _) in enumerate(groups):
+        outs = [t for t in stages
+                if id(t) in needed or any(r != g for r in readers.get(id(t), ()))]
+        kernels.append(Kernel(stages, outs or stages[-1:]))
+    return kernels
+
+
+def _joins(t, stages, ids):
+    """Whether compute `t` joins the kernel of `stages` (ids `ids`): an injective
+    epilogue reading one of its stages, or a light reduction over the same
+    outer iteration space reading one (softmax's sum after its max, layer
+    norm's variance after its mean)."""
+    from ..te.visit import tensor_inputs
+    if not any(id(p) in ids for p in tensor_inputs(t)):
+        return False
+    kind = op_class(t)
+    if kind == "injective":
+        return True
+    return kind == "reduction-light" and t.shape != () and any(
+        p.shape[:len(t.shape)] == t.shape for p in stages)
