@@ -15,6 +15,7 @@ from .te.flops import flops
 from . import nn
 from . import optim
 from .runtime import Trainer
+from .graph.explain import explain
 from .tune import tune  # the function; the stage's other names: neoflow.tune.<module>
 
 __version__ = "0.1.0"
