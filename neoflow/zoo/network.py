@@ -1,0 +1,128 @@
+"""The common interface of the zoo: a `Network` (one architecture, its size
+presets, its NeoFlow builder, its PyTorch twin and its synthetic data) and
+the `Model` it builds (the loss, data placeholders and parameters of one
+size and dtype).
+
+A network module hands three functions over the same keyword sizes to its
+`Network` record (users reach them through `Network.build` and `Model`):
+
+    _build(ps, dtype, **sizes) -> (loss, {input name: placeholder})
+        ps is a `ParamSet`: every nf.parameter is made through it
+    _torch_loss(p, data, **sizes) -> 0-d torch tensor
+        p: {parameter name: torch tensor}, data: {input name: torch tensor}
+    _make_batch(rng, dtype, **sizes) -> {input name: ndarray}
+
+Hands on: `Model`s, which the tests, bench/networks.py and users train.
+"""
+import functools
+
+from ..te import parameter
+
+
+class ParamSet:
+    """The parameters of one network, made and kept under their names.
+
+    >>> ps = ParamSet("float32")
+    >>> w = ps("fc.weight", (10, 64), init="kaiming")
+    >>> list(ps.tensors), ps.trainable
+    (['fc.weight'], ['fc.weight'])
+    """
+
+    def __init__(self, dtype):
+        self.dtype, self.tensors, self.trainable = dtype, {}, []
+
+    def __call__(self, name, shape, init="xavier", requires_grad=True):
+        if name in self.tensors:
+            raise ValueError(f"parameter '{name}' is made twice")
+        t = parameter(shape, init=init, dtype=self.dtype, name=name,
+                         requires_grad=requires_grad)
+        self.tensors[name] = t
+        if requires_grad:
+            self.trainable.append(name)
+        return t
+
+
+class Network:
+    """One architecture of the zoo: `kind` is "novel", "cnn" or "transformer";
+    `defaults` are the benchmark's sizes, `small` a tiny preset for tests.
+
+    >>> net = zoo.get("lltm")
+    >>> model = net.build("small", dtype="float64")
+    >>> model.loss.shape
+    ()
+    """
+
+    def __init__(self, name, kind, summary, build, torch_loss, make_batch, defaults, small):
+        self.name, self.kind, self.summary = name, kind, summary
+        self._build, self._torch_loss, self._make_batch = build, torch_loss, make_batch
+        self.defaults, self.small = dict(defaults), dict(small)
+
+    def __repr__(self):
+        return f"<Network {self.name} ({self.kind})>"
+
+    def sizes(self, preset="default", **overrides):
+        """The sizes of `preset` ("default" or "small") with `overrides` applied.
+
+        >>> zoo.get("lltm").sizes("small", batch=3)["batch"]
+        3
+        """
+        presets = {"default": self.defaults, "small": self.small}
+        if preset not in presets:
+            raise ValueError(f"{self.name}: preset must be 'default' or 'small', got {preset!r}")
+        unknown = sorted(set(overrides) - set(self.defaults))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown size(s) {unknown}; sizes are "
+                             f"{sorted(self.defaults)}")
+        return {**presets[preset], **overrides}
+
+    def build(self, preset="default", dtype="float32", **overrides):
+        """A fresh `Model` of this network (new placeholders and parameters).
+
+        >>> model = zoo.get("lenet").build("small", batch=2)
+        >>> sorted(model.inputs)
+        ['x', 'y']
+        """
+        sizes = self.sizes(preset, **overrides)
+        ps = ParamSet(dtype)
+        loss, inputs = self._build(ps, dtype, **sizes)
+        return Model(self, sizes, dtype, loss, inputs, ps)
+
+
+class Model:
+    """A built network: `loss` (0-d), `inputs` {name: placeholder}, `params`
+    {name: nf.parameter}, `trainable` (names of the requires_grad ones), and
+    the matching PyTorch twin and data.
+
+    >>> model = zoo.get("lenet").build("small")
+    >>> batch = model.make_batch(np.random.default_rng(0))
+    >>> with nf.Trainer(model.loss, nf.optim.SGD(lr=0.1)) as trainer:
+    ...     loss = trainer.step(batch)
+    """
+
+    def __init__(self, network, sizes, dtype, loss, inputs, ps):
+        self.network, self.sizes, self.dtype = network, sizes, dtype
+        self.loss, self.inputs = loss, inputs
+        self.params, self.trainable = ps.tensors, list(ps.trainable)
+
+    def __repr__(self):
+        return f"<Model {self.network.name} {self.sizes} {self.dtype}>"
+
+    def make_batch(self, rng):
+        """Synthetic data {input name: ndarray} of this model's shapes and dtype.
+
+        >>> model.make_batch(np.random.default_rng(0))["x"].shape
+        (2, 1, 16, 16)
+        """
+        return self.network._make_batch(rng, self.dtype, **self.sizes)
+
+    def torch_model(self, values):
+        """The PyTorch twin as a torch.nn.Module holding `values` ({name:
+        ndarray}, e.g. `trainer.parameters()`); `module(data)` is the loss, for
+        `data` {input name: torch tensor}.
+
+        >>> twin = model.torch_model(trainer.parameters())
+        >>> twin({k: torch.from_numpy(v) for k, v in batch.items()}).backward()
+        """
+        from .twin import TorchTwin
+        return TorchTwin(functools.partial(self.network._torch_loss, **self.sizes),
+                         values, self.trainable)
