@@ -10,17 +10,20 @@ Hands on: a step program and forward functions for the executor.
 """
 import ctypes
 
+import numpy as np
+
 from ..api import BuiltFunction
 from ..build import compile_c
 from ..codegen.c import ENTRY, generate_c
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
 
-def compile_kernels(kernels, inputs, outputs, computed):
-    """A BuiltFunction running `kernels` with every tensor in `computed` passed in."""
+def compile_kernels(kernels, inputs, outputs, computed, aliased=()):
+    """A BuiltFunction running `kernels` with every tensor in `computed` passed in;
+    kernels whose indices are in `aliased` write over memory they read."""
     configs = [default_config(k) for k in kernels]
     program = lower_program(kernels, configs, inputs, computed)
-    source = generate_c(program)
+    source = generate_c(program, aliased)
     library = compile_c(source)
     return BuiltFunction(outputs, False, inputs, computed, kernels, configs, program, source,
                          library, None)
@@ -45,7 +48,10 @@ class NativeBackend:
                     seen.add(id(t))
                     leaves.append(t)
         outputs = [t for k in kernels for t in k.outputs]
-        fn = compile_kernels(kernels, leaves, outputs, outputs)
+        aliased = {n for n, k in enumerate(kernels)
+                   if any(np.may_share_memory(views[id(a)], views[id(b)])
+                          for a in k.inputs for b in k.outputs)}
+        fn = compile_kernels(kernels, leaves, outputs, outputs, aliased)
         entry = fn.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
         pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])

@@ -35,8 +35,12 @@ _SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 _LIBM = ("exp", "log", "tanh", "sqrt", "erf", "floor")
 
 
-def generate_c(program):
+def generate_c(program, aliased=()):
     """The C source of a Program (kernels, then the entry `nf_main`).
+
+    Kernel pointers are `restrict` except in the kernels whose indices are in
+    `aliased`: those get an input and an output over the same memory (an
+    in-place update), which `restrict` would make undefined behaviour.
 
     >>> src = generate_c(lower_program(kernels, configs, [A, B], [C]))
     >>> "int64_t nf_main(" in src
@@ -44,7 +48,7 @@ def generate_c(program):
     """
     parts = [PRELUDE]
     for n, func in enumerate(program.kernels):
-        parts.append(_Function().kernel(func, n))
+        parts.append(_Function().kernel(func, n, restrict=n not in aliased))
     parts.append(_Function().entry(program))
     return "\n".join(parts)
 
@@ -74,9 +78,10 @@ class _Function:
         self.lines.append("    " * depth + text)
 
     # -- functions ------------------------------------------------------------
-    def kernel(self, func, index):
-        params = [f"const {_ctype(b.dtype)}* restrict {self.name(b, 'b')}" for b in func.inputs]
-        params += [f"{_ctype(b.dtype)}* restrict {self.name(b, 'b')}" for b in func.outputs]
+    def kernel(self, func, index, restrict=True):
+        qual = "restrict " if restrict else ""
+        params = [f"const {_ctype(b.dtype)}* {qual}{self.name(b, 'b')}" for b in func.inputs]
+        params += [f"{_ctype(b.dtype)}* {qual}{self.name(b, 'b')}" for b in func.outputs]
         params.append("int64_t* restrict err")
         self.emit(0, f"/* kernel {index}: {comment_safe(func.hint.replace(' ', '_'))} */")
         self.emit(0, f"static void nf_kernel{index}({', '.join(params)}) {{")
