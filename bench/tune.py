@@ -17,22 +17,27 @@ unpruned search finds survives pruning (and how fast the pruned best is).
     python bench/tune.py --minutes 1                  # 1 minute per kernel
     python bench/tune.py --only gemm --minutes 10
     python bench/tune.py --prune-check --trials 48
+    python bench/tune.py --threads 1    # both sides on one thread (steadier on a shared machine)
 """
-import argparse
 import os
-import statistics
 import sys
-import tempfile
-import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+if "--threads" in sys.argv:   # read when OpenMP starts: set before any import
+    os.environ["OMP_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 
-import neoflow as nf
-from neoflow.api import plan_kernels
-from neoflow.tune import Database, detect, workloads
-from neoflow.tune.prune import Pruner, prune_report
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import neoflow as nf  # noqa: E402
+from neoflow.api import plan_kernels  # noqa: E402
+from neoflow.tune import Database, detect, workloads  # noqa: E402
+from neoflow.tune.prune import Pruner, prune_report  # noqa: E402
 
 REPEATS = 11
 
@@ -150,7 +155,7 @@ def run_suites(args):
                      target, unit))
         print(f"{w.label}: {ratio:.2f} {unit} (target {target:g})", file=sys.stderr)
     db.close()
-    print(f"\nBudget: {args.minutes:g} min per kernel"
+    print(f"\nBudget: {args.minutes:g} min per kernel; {torch.get_num_threads()} thread(s)"
           f"{f', at most {args.trials} trials per computation' if args.trials else ''}; "
           f"{detect().describe()}\n")
     print("| workload | kernels | trials | tuning s | default GFLOP/s | tuned GFLOP/s | "
@@ -207,7 +212,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--prune-check", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for NeoFlow (OpenMP) and torch (default: all cores)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     args.only = set(args.only.split(","))
     if args.prune_check:
         args.trials = args.trials or 48

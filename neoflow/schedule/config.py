@@ -26,6 +26,10 @@ As JSON:
   indexed by exactly one spatial axis, e.g. matmul's B[k, j] along j):
   B becomes P[j // f, k, j % f] with f the innermost split factor of j, so
   a loop over j's innermost level reads one contiguous panel (GEMM packing).
+* pad (optional): inputs copied zero-padded before the stage runs --
+  numbers into `Stage.paddable` (conv2d's input): the guarded reads
+  `where(in bounds, x[...], 0)` become plain reads of the copy, so edge
+  tiles need no tests.
 
 Hands on: validated `Config`s for lowering; JSON for the tuning database.
 """
@@ -55,6 +59,7 @@ class StageConfig:
     unroll: dict = field(default_factory=dict)
     cache_write: bool = False
     pack: list = field(default_factory=list)
+    pad: list = field(default_factory=list)
 
     def to_dict(self):
         out = {"tile": {a: list(f) for a, f in self.tile.items()}, "order": list(self.order),
@@ -62,6 +67,8 @@ class StageConfig:
                "unroll": dict(self.unroll), "cache_write": self.cache_write}
         if self.pack:
             out["pack"] = list(self.pack)
+        if self.pad:
+            out["pad"] = list(self.pad)
         return out
 
 
@@ -92,7 +99,8 @@ class Config:
                     vectorize=None if s.get("vectorize") is None else str(s["vectorize"]),
                     unroll={str(k): int(v) for k, v in s.get("unroll", {}).items()},
                     cache_write=bool(s.get("cache_write", False)),
-                    pack=[int(n) for n in s.get("pack", [])]))
+                    pack=[int(n) for n in s.get("pack", [])],
+                    pad=[int(n) for n in s.get("pad", [])]))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ConfigError(f"malformed schedule config {data!r}: {e}") from None
         return cls(stages)
@@ -184,6 +192,12 @@ def validate_stage(st, sc, where):
 
 
 def _validate_pack(st, sc, where):
+    paddable = st.paddable
+    if not isinstance(sc.pad, list) or len(set(sc.pad)) != len(sc.pad) or not all(
+            isinstance(n, int) and 0 <= n < len(paddable) for n in sc.pad):
+        raise ConfigError(f"{where}: pad must list distinct numbers below {len(paddable)} "
+                          f"(the paddable inputs {[p[0].name for p in paddable]}); got "
+                          f"{sc.pad!r}")
     packable = st.packable
     if not isinstance(sc.pack, list) or len(set(sc.pack)) != len(sc.pack) or not all(
             isinstance(n, int) and 0 <= n < len(packable) for n in sc.pack):

@@ -11,6 +11,10 @@ Per stage:
   does not depend on (matmul's i, conv's output channel), so each of its
   vector loads serves every row of the tile; when panels of that operand
   serve many rows over a long reduction, it is packed first (GEMM's B);
+* a window reduction (conv2d: several reduce axes) whose contiguous axis is
+  short: the same register blocking across the output channels instead,
+  with the weights packed into channel panels (two vectors of channels by a
+  few output points);
 * any other reduction: reduce loops innermost into a scalar (vectorised
   as a SIMD reduction over a unit-stride axis).
 Small stages run on one thread.
@@ -29,6 +33,7 @@ ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
 PARALLEL_MIN_WORK = 1 << 15
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
+WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
 
@@ -50,7 +55,12 @@ def _stage_default(st):
         sc = _elementwise(st)
     else:
         v = _vector_axis(st)
-        sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
+        channels = _channel_panel(st, v, lanes)
+        if channels is not None:
+            sc = _channel_blocked(st, channels, lanes)
+        else:
+            sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
+        sc.pad = list(range(len(st.paddable)))
     if work < PARALLEL_MIN_WORK:
         sc.parallel = 0
     return sc
@@ -180,6 +190,37 @@ def _panels(st, v, tile, u):
     contiguous = {id(r.tensor) for r in _unit_stride_reads(st, st.spatial[v])}
     return [n for n, (t, axis, _) in enumerate(st.packable)
             if axis == sv and id(t) in contiguous]
+
+
+def _channel_panel(st, v, lanes):
+    """For a window reduction (two or more reduce axes, e.g. conv2d) whose
+    contiguous axis is short, the packable operand to vectorise across
+    instead -- the weights along the output channels -- as its number in
+    `st.packable`, when that axis fills whole pairs of vectors; else None."""
+    if v is None or len(st.reduce_axes) < 2 or st.spatial[v].extent >= WINDOW_MIN_WIDTH:
+        return None
+    for n, (t, axis, _) in enumerate(st.packable):
+        if axis != f"s{v}" and st.extent(axis) % (2 * lanes) == 0:
+            return n
+    return None
+
+
+def _channel_blocked(st, n, lanes):
+    """Register tile: two vectors of the packed operand's axis (channels) by
+    a few points of the contiguous axis, reduce loops outside it."""
+    tensor, sc_axis, _ = st.packable[n]
+    sv = f"s{len(st.spatial) - 1}"
+    tile = _unsplit(st)
+    _, rows = _register_tile(2 * lanes, st.extent(sv), lanes)
+    tile[sc_axis] = [2 * lanes]
+    if rows < st.extent(sv):
+        tile[sv] = [rows]
+    outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]
+    inner = [f"{sv}.{len(tile[sv])}", f"{sc_axis}.1"]
+    reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
+    return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
+                       vectorize=sc_axis, unroll={inner[0]: rows} if rows >= 2 else {},
+                       cache_write=True, pack=[n])
 
 
 def _rowwise(st):

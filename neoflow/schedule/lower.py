@@ -346,6 +346,12 @@ class _StageLowering:
             f = sc.tile[axis][-1]
             shape = (-(-t.shape[dim] // f),) + t.shape[:dim] + t.shape[dim + 1:] + (f,)
             self.packs[id(t)] = (axis, dim, f, Buffer(t.dtype, shape, "heap", "pack"))
+        self.pads = {}    # id(tensor) and id(replaced select) -> (tensor, pads before, buffer)
+        for n in sc.pad:
+            t, lo, hi, selects = self.st.paddable[n]
+            shape = tuple(size + a + b for size, a, b in zip(t.shape, lo, hi))
+            entry = (t, lo, Buffer(t.dtype, shape, "heap", "pad"))
+            self.pads.update({id(x): entry for x in (t,) + selects})
 
     # loops ------------------------------------------------------------------
     def _push_level(self, nest, level, tightener=None, full=()):
@@ -419,6 +425,28 @@ class _StageLowering:
             if id(t[0]) in self.packs:
                 buf = self.packs[id(t[0])][3]
                 stmt = Allocate(buf, Seq([self._pack_nest(t[0]), stmt]))
+        for t in reversed(self.st.paddable):
+            if id(t[0]) in self.pads:
+                stmt = Allocate(self.pads[id(t[0])][2], Seq([self._pad_nest(t[0]), stmt]))
+        return stmt
+
+    def _pad_nest(self, t):
+        """Loops copying input `t` zero-padded into its buffer P:
+        P[i + lo] = t[i] inside, 0 around."""
+        _, lo, buf = self.pads[id(t)]
+        idx = [Var("pad", 0, n) for n in buf.shape]
+        src = [_add(v, _int(-a)) for v, a in zip(idx, lo)]
+        inside = [Binary("ge", x, _int(0), dt.BOOL) for x, a in zip(src, lo) if a] + [
+            Binary("lt", x, _int(n), dt.BOOL) for x, n, a, m in
+            zip(src, t.shape, lo, buf.shape) if m - a > n]
+        value = Load(self.buffers[id(t)], _linear(zip(src, _strides(t.shape))))
+        if inside:
+            value = Select(_all(inside), value, Const(0, t.dtype))
+        stmt = Store(buf, _linear(zip(idx, _strides(buf.shape))), value)
+        kinds = ["parallel" if buf.size >= PACK_PARALLEL_MIN else "serial"] + [
+            "serial"] * (len(idx) - 2) + ["vectorized"]
+        for v, kind in reversed(list(zip(idx, kinds[-len(idx):]))):
+            stmt = For(v, _int(0), _int(v.hi), kind, stmt)
         return stmt
 
     def _pack_nest(self, t):
@@ -528,6 +556,8 @@ class _StageLowering:
         takes each such where's true branch directly."""
         conds, assume = [], set()
         for sel in _selects(self.st.reduction.body):
+            if id(sel) in self.pads:
+                continue        # read from the padded copy: no test to lift
             needed = []
             for part in conjuncts(sel.cond):
                 forms = nonnegative_forms(part)
@@ -629,6 +659,14 @@ class _StageLowering:
             return self._read(e, nest, conds, replace)
         if isinstance(e, Reduce):
             return self._scalar_reduce(e, nest, conds)
+        if isinstance(e, Select) and id(e) in self.pads:   # a read of the padded copy
+            t, lo, buf = self.pads[id(e)]
+            parts = []
+            for index, a in zip(e.t.indices, lo):
+                value = self.expr(index, nest, conds, replace)
+                value = value if value.dtype == dt.INDEX else Cast(dt.INDEX, value)
+                parts.append(_add(value, _int(a)))
+            return Load(buf, _linear(zip(parts, _strides(buf.shape))))
         if isinstance(e, Select) and id(e.cond) in nest.assume:
             return self.expr(e.t, nest, conds + (e.cond,), replace)
         if isinstance(e, Select):

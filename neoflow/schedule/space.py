@@ -5,7 +5,7 @@ and -- when sampling -- factors that leave tails), any interleaving of the
 loops that keeps each axis' loops outer to inner, a vectorised axis (its
 innermost loop moved innermost), a parallel prefix of spatial loops, unroll
 factors, the local accumulator on or off, and which packable inputs are
-copied into panels first.
+copied into panels (and which paddable ones zero-padded) first.
 
 Hands on: `Config`s that `validate` accepts.
 """
@@ -130,7 +130,8 @@ def _sample_stage(st, rng):
     unroll = {rng.choice(serial): rng.choice((2, 4, 8))} if serial and rng.random() < 0.3 else {}
     pack = [n for n, (_, axis, _) in enumerate(st.packable)
             if tile[axis] and rng.random() < 0.3]
-    sc = StageConfig(tile, order, parallel, vectorize, unroll, cache_write, pack)
+    pad = [n for n in range(len(st.paddable)) if rng.random() < 0.5]
+    sc = StageConfig(tile, order, parallel, vectorize, unroll, cache_write, pack, pad)
     if cache_write and accumulator_size(st, sc) > MAX_ACCUMULATOR:
         sc.cache_write = st.reduction.dtype != st.tensor.dtype
     return sc

@@ -14,9 +14,10 @@ space and lowering.
 """
 import math
 
-from ..te.arith import free_vars, linear_form, negate
-from ..te.expr import Reduce, Select
+from ..te.arith import Linear, conjuncts, free_vars, interval, linear_form, negate
+from ..te.expr import Const, Read, Reduce, Select
 from ..te.visit import children, reads
+from .bounds import nonnegative_forms
 
 
 class Stage:
@@ -34,7 +35,7 @@ class Stage:
         self.reduce_axes = tuple(self.reduction.axes) if self.reduction is not None else ()
         self.axis_names = ([f"s{d}" for d in range(len(self.spatial))]
                            + [f"r{k}" for k in range(len(self.reduce_axes))])
-        self._packable = None
+        self._packable = self._paddable = None
 
     def axis(self, name):
         """The IterVar behind an axis name ("s0", "r1", ...)."""
@@ -56,8 +57,25 @@ class Stage:
         [('B', 's1', 1)]
         """
         if self._packable is None:
-            self._packable = _packable(self)
+            padded = {id(t) for t, _, _, _ in self.paddable}
+            self._packable = [p for p in _packable(self) if id(p[0]) not in padded]
         return self._packable
+
+    @property
+    def paddable(self):
+        """[(tensor, pad before, pad after, selects)]: inputs a schedule may
+        copy zero-padded -- read in the main reduction as `where(in bounds,
+        t[index], 0)` (conv2d's padding), the condition exactly the bounds
+        of some dimensions and every other dimension always in bounds; the
+        copy is read without a test. Pads are per dimension; `selects` the
+        where nodes it replaces.
+
+        >>> [(t.name, lo, hi) for t, lo, hi, _ in Stage(conv).paddable]
+        [('x', (0, 0, 1, 1), (0, 0, 1, 1))]
+        """
+        if self._paddable is None:
+            self._paddable = _paddable(self)
+        return self._paddable
 
 
 def _packable(st):
@@ -75,6 +93,71 @@ def _packable(st):
             axis, dim = places.pop()
             out.append((tensor, axis, dim))
     return out
+
+
+def _paddable(st):
+    if st.reduction is None:
+        return []
+    found = {}   # id(tensor) -> [tensor, lo, hi, selects]
+    for sel in _guarded_reads(st.reduction.body):
+        read = sel.t
+        pads = _pads(sel.cond, read)
+        if pads is None:
+            continue
+        entry = found.setdefault(id(read.tensor), [read.tensor, [0] * read.tensor.ndim,
+                                                   [0] * read.tensor.ndim, []])
+        for d, (lo, hi) in enumerate(pads):
+            entry[1][d], entry[2][d] = max(entry[1][d], lo), max(entry[2][d], hi)
+        entry[3].append(sel)
+    return [(t, tuple(lo), tuple(hi), tuple(sels)) for t, lo, hi, sels in found.values()]
+
+
+def _guarded_reads(body):
+    """Selects `where(cond, t[...], 0)` in `body`, outside inner reductions."""
+    out, seen, stack = [], set(), [body]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen or isinstance(e, Reduce) and e is not body:
+            continue
+        seen.add(id(e))
+        if (isinstance(e, Select) and isinstance(e.t, Read) and isinstance(e.f, Const)
+                and e.f.value == 0):
+            out.append(e)
+        stack.extend(children(e))
+    return out
+
+
+def _pads(cond, read):
+    """[(pad before, pad after)] per dimension if `cond` is exactly the
+    bounds test of some of `read`'s indices and the others never leave their
+    dimension; else None."""
+    forms = [linear_form(i) for i in read.indices]
+    if any(f is None for f in forms):
+        return None
+    tested = [[False, False] for _ in forms]
+    for part in conjuncts(cond):
+        nonneg = nonnegative_forms(part)
+        if len(nonneg) != 1:
+            return None
+        g = nonneg[0]
+        for d, f in enumerate(forms):
+            if (g - f).is_const and (g - f).const == 0:
+                tested[d][0] = True
+                break
+            upper = Linear(const=read.tensor.shape[d] - 1) - f
+            if (g - upper).is_const and (g - upper).const == 0:
+                tested[d][1] = True
+                break
+        else:
+            return None
+    pads = []
+    for d, (f, (low_tested, high_tested)) in enumerate(zip(forms, tested)):
+        lo, hi = interval(read.indices[d])
+        before, after = max(0, -lo), max(0, hi - (read.tensor.shape[d] - 1))
+        if before and not low_tested or after and not high_tested:
+            return None
+        pads.append((before, after))
+    return pads if any(b or a for b, a in pads) else None
 
 
 def _pack_place(read, spatial):

@@ -28,7 +28,6 @@ from ..te.visit import reads, tensor_inputs
 LINE = 64                      # cache line bytes
 BANDWIDTH = (32.0, 16.0, 8.0)  # bytes/cycle per core into L1 (from L2), L2, L3
 DRAM_BANDWIDTH = 8.0           # bytes/cycle for the whole chip
-_ITEMSIZE = {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "bool": 1}
 
 
 @dataclass
@@ -63,7 +62,7 @@ class _Access:
 
     def __init__(self, tensor):
         self.tensor, self.shape = tensor, tensor.shape
-        self.itemsize = _ITEMSIZE.get(tensor.dtype, 4)
+        self.itemsize = dt.to_numpy(tensor.dtype).itemsize
         self.coef = [dict() for _ in self.shape]
         self.fixed = [0] * len(self.shape)
         self.full = [False] * len(self.shape)
@@ -161,7 +160,7 @@ def stage_estimate(stage, sc, hw, facts=None):
                     for cap in (hw.l1, hw.l2, hw.l3))
 
     work = facts.work
-    itemsize = _ITEMSIZE.get(stage.tensor.dtype, 4)
+    itemsize = dt.to_numpy(stage.tensor.dtype).itemsize
     lanes = hw.lanes(stage.tensor.dtype) if dt.is_float(stage.tensor.dtype) else 1
     chunks = math.prod(ext for _, ext in loops[:sc.parallel]) if sc.parallel else 1
     threads = min(hw.cores, chunks)

@@ -16,11 +16,12 @@ import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..te import dtype as dt
+
 _CPUINFO = Path("/proc/cpuinfo")
 _CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 # Fallbacks where the system does not say (bytes).
 _DEFAULT_CACHES = {1: 32 << 10, 2: 256 << 10, 3: 8 << 20}
-_ITEMSIZE = {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "bool": 1}
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ class Hardware:
     arch: str
 
     def lanes(self, dtype):
-        """SIMD lanes for `dtype` (1 for a type the vector unit does not hold)."""
-        return max(1, self.simd_bytes // _ITEMSIZE.get(dtype, self.simd_bytes))
+        """SIMD lanes of `dtype` (elements per vector register)."""
+        return max(1, self.simd_bytes // dt.to_numpy(dtype).itemsize)
 
     @property
     def vector_registers(self):

@@ -24,7 +24,7 @@ from ..schedule.space import ConfigSpace
 from .estimate import Estimates
 
 MIN_PARALLEL_EFFICIENCY = 0.75
-REGISTER_SLACK = 3     # vector registers kept for operands
+REGISTER_SLACK = 2     # vector registers kept for operands (a vector and a broadcast)
 
 
 class Pruner:
@@ -74,18 +74,6 @@ class Pruner:
             if est.accumulator_bytes > hw.l1 // 2:
                 return f"cache: accumulator of {est.accumulator_bytes} B > L1/2"
         return None
-
-
-def sample_kept(space, pruner, rng, tries=64):
-    """A random Config of `space` that `pruner` keeps (None after `tries`).
-
-    >>> cfg = sample_kept(ConfigSpace(kernel), Pruner(kernel, detect()), random.Random(0))
-    """
-    for _ in range(tries):
-        config = space.sample(rng)
-        if pruner.reject(config) is None:
-            return config
-    return None
 
 
 def prune_report(kernel, hw, samples=500, seed=0):

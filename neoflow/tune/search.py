@@ -1,14 +1,15 @@
 """tune/search: which schedules to measure next.
 
-First random samples of the space (those the pruner keeps); then
+First random samples of the space (those the pruner keeps) and mutations
+of the best schedule measured so far (the default, at first); then
 evolutionary search guided by the cost model: the fastest schedules
 measured so far and fresh samples form a population, mutation (retile an
-axis, move a loop, change the parallel depth, the vector axis, unrolling, the
-local accumulator or which inputs are packed) and crossover (stage schedules swapped between
-parents) make children, the pruner drops the hopeless, the model scores the
-rest and the best survive a few generations. A batch is the top of the last
-generation by predicted time, plus a share of random samples so the model
-keeps seeing new ground. Everything draws on one random.Random: the same
+axis, move a loop, change the parallel depth, the vector axis, unrolling,
+the local accumulator, which inputs are packed or padded) and crossover
+(stage schedules swapped between parents) make children, the pruner drops
+the hopeless, the model scores the rest and the best survive a few
+generations. A batch is the top of the last generation by predicted time,
+plus a share of random samples so the model keeps seeing new ground. Everything draws on one random.Random: the same
 seed proposes the same schedules for the same measurements.
 
 Hands on: lists of Configs not measured before.
@@ -76,8 +77,9 @@ class Search:
     def propose(self, n):
         """Up to `n` Configs not seen before (fewer when the space runs dry)."""
         measured = sum(math.isfinite(t) for t in self.seen.values())
-        if measured < WARMUP:
-            return self._random(n, set())
+        if measured < WARMUP:      # half random, half neighbours of the best so far
+            near = self._neighbours(n // 2) if measured else []
+            return near + self._random(n - len(near), {c.to_json() for c in near})
         explore = max(1, int(round(n * EXPLORE)))
         picked = self._evolve(n - explore)
         taken = {c.to_json() for c in picked}
@@ -94,6 +96,23 @@ class Search:
                 continue
             taken.add(key)
             out.append(config)
+        return out
+
+    def _neighbours(self, n):
+        """Up to `n` unseen mutations of the fastest schedules measured."""
+        ranked = sorted((t, k) for k, t in self.seen.items() if math.isfinite(t))
+        elites = [self._configs[k] for _, k in ranked[:ELITES]]
+        out, taken = [], set()
+        for _ in range(n * 32):
+            if len(out) == n:
+                break
+            child = self._child(elites)
+            if child is None:
+                continue
+            key = child.to_json()
+            if key not in self.seen and key not in taken and self.keep(child):
+                taken.add(key)
+                out.append(child)
         return out
 
     def _evolve(self, n):
@@ -176,7 +195,7 @@ def mutate_stage(st, sc, rng, lanes):
     """
     sc = copy.deepcopy(sc)
     op = rng.choice(("tile", "tile", "order", "order", "parallel", "vectorize", "unroll",
-                     "cache_write", "pack"))
+                     "cache_write", "pack", "pad"))
     if op == "tile":
         _retile(st, sc, rng, lanes)
     elif op == "order":
@@ -194,8 +213,9 @@ def mutate_stage(st, sc, rng, lanes):
             sc.unroll[rng.choice(serial)] = rng.choice([f for f in (2, 4, 6, 8, 16)
                                                         if f <= MAX_UNROLL])
     elif op == "pack" and st.packable:
-        n = rng.randrange(len(st.packable))
-        sc.pack = sorted(set(sc.pack) ^ {n})
+        sc.pack = sorted(set(sc.pack) ^ {rng.randrange(len(st.packable))})
+    elif op == "pad" and st.paddable:
+        sc.pad = sorted(set(sc.pad) ^ {rng.randrange(len(st.paddable))})
     elif op == "cache_write" and st.reduction is not None:
         sc.cache_write = not sc.cache_write
     _repair(st, sc)

@@ -93,7 +93,10 @@ def test_multi_stage_kernel_keeps_intermediates_local():
 def test_padded_conv_interior_tiles_skip_the_padding_test():
     x = nf.placeholder((1, 8, 20, 20), name="x")
     w = nf.placeholder((8, 8, 3, 3), name="w")
-    func = lowered(nf.nn.conv2d(x, w, padding=1))
+    y = nf.nn.conv2d(x, w, padding=1)
+    config = default_config(kernels_for([y])[-1])
+    config.stages[0].pad = []          # tests in the loops (the default pads a copy)
+    func = lowered(y, config)
     text = dump(func.body)
     fast, edges = text.split("\n  else:\n", 1)
     assert "where(" not in fast
@@ -103,3 +106,12 @@ def test_padded_conv_interior_tiles_skip_the_padding_test():
     assert edges.count("where(") == 2 and edges.count("for rc in") == 2
     tap = [line.strip() for line in edges.splitlines() if line.strip().startswith("if ")][1]
     assert "rh" in tap and "rw" in tap
+
+
+def test_padded_conv_reads_a_zero_padded_copy_by_default():
+    x = nf.placeholder((1, 8, 20, 20), name="x")
+    w = nf.placeholder((8, 8, 3, 3), name="w")
+    text = dump(lowered(nf.nn.conv2d(x, w, padding=1)).body)
+    assert "alloc pad float32[3872] heap" in text      # 8 x 22 x 22
+    conv = text.split("alloc pad", 1)[1].split("\n", 1)[1]
+    assert conv.count("where(") == 1                  # only the copy tests bounds

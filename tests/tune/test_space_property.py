@@ -8,7 +8,6 @@ copy, so one compile covers them all.
 import random
 
 import numpy as np
-import pytest
 
 import neoflow as nf
 from neoflow.api import BuiltFunction

@@ -1,0 +1,78 @@
+"""Layout changes of inputs in schedules: packed panels (GEMM's B, conv
+weights across output channels) and zero-padded copies (conv2d's input),
+checked against the reference evaluator, by default and when asked."""
+import numpy as np
+import pytest
+
+import neoflow as nf
+from neoflow.graph import kernels_for
+from neoflow.schedule import Config, ConfigError, Stage, validate
+
+rng = np.random.default_rng(0)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_default_gemm_packs_its_contiguous_operand():
+    a, b = nf.placeholder((64, 80), name="a"), nf.placeholder((80, 72), name="b")
+    k = nf.reduce_axis(80, name="k")
+    c = nf.compute((64, 72), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k))
+    f = nf.build(c, [a, b], database=False)
+    st = Stage(c)
+    assert [(t.name, axis, dim) for t, axis, dim in st.packable] == [("a", "s0", 0),
+                                                                     ("b", "s1", 1)]
+    assert f.configs[0].stages[0].pack == [1]
+    av, bv = randn(64, 80), randn(80, 72)
+    np.testing.assert_allclose(f(av, bv), av @ bv, rtol=1e-4, atol=1e-4)
+
+
+def test_default_conv_pads_and_blocks_output_channels():
+    x, w = nf.placeholder((2, 8, 9, 9), name="x"), nf.placeholder((16, 8, 3, 3), name="w")
+    y = nf.nn.conv2d(x, w, padding=1)
+    f = nf.build(y, [x, w], database=False)
+    sc = f.configs[0].stages[0]
+    assert sc.pad == [0] and sc.pack == [0] and sc.vectorize == "s1"
+    xv, wv = randn(2, 8, 9, 9), randn(16, 8, 3, 3)
+    np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_pad_and_pack_with_tails_and_strides():
+    """A strided, dilated conv: a padded copy with different pads per side,
+    weights packed in panels of 3 over 5 channels (a partial last panel)."""
+    x, w = nf.placeholder((2, 3, 11, 9), name="x"), nf.placeholder((5, 3, 3, 3), name="w")
+    y = nf.nn.conv2d(x, w, stride=2, padding=(2, 1), dilation=2)
+    kernel = kernels_for([y])[-1]
+    st = Stage(y)
+    [(t, lo, hi, _)] = st.paddable
+    assert t is x and lo == (0, 0, 2, 1) and hi[2:] != (0, 0)
+    assert [(t.name, axis) for t, axis, _ in st.packable] == [("w", "s1")]
+    config = Config.from_dict({"stages": [{
+        "tile": {"s0": [], "s1": [3], "s2": [], "s3": [], "r0": [], "r1": [], "r2": []},
+        "order": ["s0.0", "s1.0", "s2.0", "r0.0", "r1.0", "r2.0", "s3.0", "s1.1"],
+        "parallel": 2, "vectorize": "s1", "cache_write": True, "pack": [0], "pad": [0]}]})
+    validate(config, kernel)
+    f = nf.build(y, [x, w], configs=config)
+    xv, wv = randn(2, 3, 11, 9), randn(5, 3, 3, 3)
+    np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_bad_pack_and_pad_are_refused():
+    a, b = nf.placeholder((8, 8), name="a"), nf.placeholder((8, 8), name="b")
+    k = nf.reduce_axis(8, name="k")
+    c = nf.compute((8, 8), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k))
+    kernel = kernels_for([c])[0]
+
+    def config(**fields):
+        return Config.from_dict({"stages": [{
+            "tile": {"s0": [], "s1": [], "r0": []}, "order": ["s0.0", "s1.0", "r0.0"],
+            "cache_write": True, **fields}]})
+    with pytest.raises(ConfigError, match="pad must list"):
+        validate(config(pad=[0]), kernel)
+    with pytest.raises(ConfigError, match="pack must list"):
+        validate(config(pack=[2]), kernel)
+    with pytest.raises(ConfigError, match="needs s1 split"):
+        validate(config(pack=[1]), kernel)
