@@ -11,6 +11,7 @@ changes). Being ordinary computes, the updates fuse like any other op.
 
 Hands on: `Update`s (new parameter, new state per slot) for graph.training.
 """
+import abc
 import numbers
 
 from ..errors import NeoFlowError
@@ -25,7 +26,7 @@ class Update:
         self.state = state     # {slot name: Tensor}: the new state values
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Base class: subclasses define `slots`, `scalar_names`, `scalar_values`
     and `update_exprs`.
 
@@ -38,20 +39,20 @@ class Optimizer:
     scalar_names = ()   # names of the per-step 0-d scalar inputs
     weight_decay = 0.0  # L2 penalty added to the gradient (torch's weight_decay)
 
+    @abc.abstractmethod
     def scalar_values(self, step):
         """{scalar name: float} for the 1-based optimizer step `step`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def slot_expr(self, slot, p, g, state, scalars, i):
         """The new value of state `slot` at index `i` (a scalar expression).
 
         `p`, `g` and `state[slot]` are Tensors shaped like the parameter;
         `scalars[name]` are 0-d Tensors."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def param_expr(self, p, g, state, new_state, scalars, i):
         """The new parameter value at index `i`; it may read `new_state`."""
-        raise NotImplementedError
 
     def update(self, p, g, state, scalars):
         """The `Update` of parameter `p` with gradient `g` (te computes).
