@@ -11,8 +11,9 @@ bounds instead of an if-guard.
 Hands on: booleans and bound expressions (te nodes).
 """
 from ..te import dtype as dt
-from ..te.arith import Linear, conjuncts, interval, linear_form, narrow, prove
+from ..te.arith import Linear, combine_intervals, conjuncts, interval, linear_form, narrow, prove
 from ..te.expr import Binary, Cast, Const, Select
+
 
 class Facts:
     """What holds where `conds` (conditions assumed true) hold: variable ranges
@@ -74,19 +75,9 @@ class Facts:
                 return a[0] // c, a[1] // c
             return (a[0] % c, a[1] % c) if a[0] // c == a[1] // c else (0, c - 1)
         a, c = self.bounds(e.a), self.bounds(e.b)
-        if a is None or c is None:
+        if a is None or c is None or e.op not in ("add", "sub", "mul", "max", "min"):
             return b
-        if e.op == "add":
-            return a[0] + c[0], a[1] + c[1]
-        if e.op == "sub":
-            return a[0] - c[1], a[1] - c[0]
-        if e.op == "mul":
-            products = [x * y for x in a for y in c]
-            return min(products), max(products)
-        if e.op in ("max", "min"):
-            pick = max if e.op == "max" else min
-            return pick(a[0], c[0]), pick(a[1], c[1])
-        return b
+        return combine_intervals(e.op, a, c)
 
     def always(self, cond):
         """True if `cond` provably holds."""

@@ -109,6 +109,24 @@ def form_interval(f, ranges=None):
     return lo, hi
 
 
+def combine_intervals(op, a, b):
+    """Inclusive bounds of `a op b` for op in add, sub, mul, max, min, from the
+    operands' inclusive bounds.
+
+    >>> combine_intervals("sub", (0, 3), (1, 2))
+    (-2, 2)
+    """
+    if op == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if op == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if op == "mul":
+        products = [x * y for x in a for y in b]
+        return min(products), max(products)
+    pick = max if op == "max" else min
+    return pick(a[0], b[0]), pick(a[1], b[1])
+
+
 def interval(e, ranges=None):
     """Inclusive integer bounds (lo, hi) of `e` over `ranges` ({IterVar: (lo, hi)}),
     or None when unknown (e.g. a value read from a tensor).
@@ -131,16 +149,8 @@ def interval(e, ranges=None):
         if e.op == "mod" and isinstance(e.b, Const) and e.b.value > 0:
             return 0, e.b.value - 1
         return None
-    if e.op == "add":
-        return a[0] + b[0], a[1] + b[1]
-    if e.op == "sub":
-        return a[0] - b[1], a[1] - b[0]
-    if e.op == "mul":
-        products = [x * y for x in a for y in b]
-        return min(products), max(products)
-    if e.op in ("max", "min"):
-        pick = max if e.op == "max" else min
-        return pick(a[0], b[0]), pick(a[1], b[1])
+    if e.op in ("add", "sub", "mul", "max", "min"):
+        return combine_intervals(e.op, a, b)
     if e.op == "floordiv" and isinstance(e.b, Const):
         c = e.b.value
         ends = (a[0] // c, a[1] // c)
