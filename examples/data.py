@@ -1,11 +1,15 @@
 """Data for the examples: scikit-learn's bundled 8x8 digits, split into train
-and test sets, as flat vectors or as upsampled images; and random minibatches.
+and test sets, as flat vectors or as upsampled images; random minibatches;
+and `train_digits`, the train-then-test loop of the digit examples.
 
 >>> train, test = digits(image_size=None)
 >>> train["x"].shape, train["y"].dtype
 ((1347, 64), dtype('int64'))
 """
 import numpy as np
+
+import neoflow as nf
+from progress import fit
 
 
 def digits(image_size=None, seed=0):
@@ -38,3 +42,21 @@ def minibatches(data, batch, seed=0):
         for start in range(0, n - batch + 1, batch):
             rows = order[start:start + batch]
             yield {k: v[rows] for k, v in data.items()}
+
+
+def train_digits(build, image_size, args, desc):
+    """Train `build(batch)`'s network on the digits with SGD-momentum and print
+    the test accuracy (a copy built for the whole test set shares the
+    parameter names, so it runs the trained values).
+
+    >>> train_digits(build_mlp, None, args, "mlp")   # doctest: +SKIP
+    """
+    train, test = digits(image_size=image_size)
+    net, test_net = build(args.batch), build(len(test["y"]))
+    optimizer = nf.optim.SGD(lr=args.lr, momentum=0.9)
+    with nf.Trainer(net.loss, optimizer=optimizer, tuning="off", seed=args.seed) as trainer:
+        fit(trainer, minibatches(train, args.batch, args.seed), args.steps, desc)
+        logits = trainer.run(test_net.output, {"x": test["x"]})
+        print(f"test accuracy: {np.mean(logits.argmax(axis=1) == test['y']):.4f}  "
+              f"({trainer.stats()['step_ms']:.2f} ms/step, "
+              f"{trainer.stats()['kernels']} kernels/step)")

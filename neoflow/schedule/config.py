@@ -191,19 +191,18 @@ def validate_stage(st, sc, where):
     _validate_pack(st, sc, where)
 
 
+def _check_choice_list(field, value, names, kind, where):
+    """`value` must list distinct indices into `names`, the `kind` inputs."""
+    if not isinstance(value, list) or len(set(value)) != len(value) or not all(
+            isinstance(n, int) and 0 <= n < len(names) for n in value):
+        raise ConfigError(f"{where}: {field} must list distinct numbers below {len(names)} "
+                          f"(the {kind} inputs {names}); got {value!r}")
+
+
 def _validate_pack(st, sc, where):
-    paddable = st.paddable
-    if not isinstance(sc.pad, list) or len(set(sc.pad)) != len(sc.pad) or not all(
-            isinstance(n, int) and 0 <= n < len(paddable) for n in sc.pad):
-        raise ConfigError(f"{where}: pad must list distinct numbers below {len(paddable)} "
-                          f"(the paddable inputs {[p[0].name for p in paddable]}); got "
-                          f"{sc.pad!r}")
+    _check_choice_list("pad", sc.pad, [p[0].name for p in st.paddable], "paddable", where)
     packable = st.packable
-    if not isinstance(sc.pack, list) or len(set(sc.pack)) != len(sc.pack) or not all(
-            isinstance(n, int) and 0 <= n < len(packable) for n in sc.pack):
-        raise ConfigError(f"{where}: pack must list distinct numbers below "
-                          f"{len(packable)} (the packable inputs "
-                          f"{[t.name for t, _, _ in packable]}); got {sc.pack!r}")
+    _check_choice_list("pack", sc.pack, [t.name for t, _, _ in packable], "packable", where)
     for n in sc.pack:
         tensor, axis, _ = packable[n]
         if not sc.tile[axis]:
