@@ -1,6 +1,7 @@
 """api: `nf.build` -- tensor expressions to a native function, end to end.
 
-outputs -> kernels (graph) -> Configs (given, tuned -- the tuning database
+outputs -> fused kernels (graph: inlining, then grouping into multi-stage
+kernels; `fusion=False`: one kernel per compute) -> Configs (given, tuned -- the tuning database
 -- or the schedule stage's default) -> loop
 IR (schedule) -> C (codegen) -> loaded library (build) -> `BuiltFunction`,
 which checks what it is called with (te/feed.py), allocates fresh outputs,
@@ -15,7 +16,7 @@ import numpy as np
 from .build import compile_c
 from .codegen.c import ENTRY, generate_c
 from .errors import InputError, NeoFlowError, OutOfBoundsError
-from .graph import kernels_for
+from .graph import fuse, kernels_of
 from .schedule import Config, default_config, lower_program
 from .te import dtype as dt
 from .te.feed import as_input_array
@@ -24,8 +25,14 @@ from .te.visit import topo_tensors
 from .tune.database import best_configs
 
 
-def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitize=False):
+def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitize=False,
+          fusion=True):
     """Compile `outputs` as a function of `inputs` (placeholders/parameters, in order).
+
+    The computation is partitioned into fused kernels (graph.partition:
+    injective producers inlined, epilogues, light reductions and siblings
+    grouped; see docs/fusion.md and `nf.explain`); `fusion=False` makes one
+    kernel per compute, for debugging or to schedule computes one by one.
 
     `configs` gives schedules: one Config (a single-kernel build), a list
     with one Config or None per kernel (in `f.kernels` order), or a dict
@@ -50,18 +57,18 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     outs = [outputs] if single else list(outputs)
     inputs = _check_signature(outs, inputs)
     computed = _computed(outs)
-    kernels = kernels_for(computed)
+    kernels, fused = _partition(computed, fusion)
     chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
-    program = lower_program(kernels, chosen, inputs, computed)
+    program = lower_program(kernels, chosen, inputs, fused)
     source = generate_c(program)
     library = compile_c(source, sanitize=sanitize)
-    return BuiltFunction(outs, single, inputs, computed, kernels, chosen, program, source,
-                         library, database)
+    return BuiltFunction(outs, single, inputs, fused, kernels, chosen, program, source,
+                         library, database, originals=computed)
 
 
-def plan_kernels(outputs, inputs):
-    """(kernels, single): the kernels `nf.build(outputs, inputs)` runs, in
-    order, after the same checks; `single` if `outputs` is one Tensor.
+def plan_kernels(outputs, inputs, fusion=True):
+    """(kernels, single): the kernels `nf.build(outputs, inputs, fusion=fusion)`
+    runs, in order, after the same checks; `single` if `outputs` is one Tensor.
 
     >>> kernels, single = plan_kernels(B, [A]); kernels, single
     ([<Kernel B>], True)
@@ -69,7 +76,13 @@ def plan_kernels(outputs, inputs):
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     _check_signature(outs, inputs)
-    return kernels_for(_computed(outs)), single
+    return _partition(_computed(outs), fusion)[0], single
+
+
+def _partition(computed, fusion):
+    """(kernels, the computed tensors as rebuilt by fusion, in the same order)."""
+    part = fuse(computed, fusion=fusion)
+    return kernels_of(part, fusion), list(part.outputs)
 
 
 def _computed(outs):
@@ -130,17 +143,20 @@ class BuiltFunction:
     """A compiled computation: call it with arrays for the inputs, in order.
 
     `source` is the generated C; `kernels` and `configs` say how it was cut
-    and scheduled; `database` is what `nf.build` was given.
+    and scheduled; `database` is what `nf.build` was given. `computed` are
+    the tensors the kernels write back; `originals` (default: `computed`)
+    the tensors they stand for (before fusion rebuilt them), same order.
 
     >>> f = nf.build(B, [A]); print(f.source[:40])    # doctest: +SKIP
     """
 
     def __init__(self, outputs, single, inputs, computed, kernels, configs, program, source,
-                 library, database):
+                 library, database, originals=None):
         self.outputs, self.inputs = outputs, inputs
         self.kernels, self.configs = kernels, configs
         self.source, self.library, self.database = source, library, database
         self._single, self._computed, self._sites = single, computed, program.sites
+        self._originals = computed if originals is None else originals
         self._entry = library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
 
     def __repr__(self):
@@ -160,7 +176,8 @@ class BuiltFunction:
         self._entry(pointers, err)
         if err[0] != 0:
             self._raise(err[0], err[1])
-        by_id = {id(t): r for t, r in zip(self._computed, results)}
+        by_id = {id(t): r for t, r in zip(self._originals, results)}
+        by_id.update({id(t): r for t, r in zip(self._computed, results)})
         by_id.update({id(t): a for t, a in zip(self.inputs, arrays)})
         handed, outs = set(), []
         for t in self.outputs:  # a tensor asked twice, or an input asked back, is a copy

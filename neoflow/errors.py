@@ -36,3 +36,7 @@ class BuildError(NeoFlowError):
 
 class CompilerNotFoundError(BuildError):
     """No system C compiler was found."""
+
+
+class MissingDependencyError(NeoFlowError):
+    """An optional Python package a feature needs is not installed."""

@@ -92,16 +92,17 @@ def test_unused_inputs_outputs_that_are_inputs_and_repeated_outputs(prog):
 def test_source_database_and_configs(prog, tmp_path):
     a, b, c, d = prog
     db = tmp_path / "no-records.sqlite"       # no file: default schedules
-    f = nf.build(d, [a, b], database=db)
+    assert len(nf.build(d, [a, b], database=db).kernels) == 1    # fused: c inlined into d
+    f = nf.build(d, [a, b], database=db, fusion=False)           # one kernel per compute
     assert f.database is db and "nf_main" in f.source and len(f.kernels) == 2
     cfg = default_config(f.kernels[1])
-    g = nf.build(d, [a, b], configs={f.kernels[1].key: cfg})
+    g = nf.build(d, [a, b], configs={f.kernels[1].key: cfg}, fusion=False)
     av, bv = values()
     np.testing.assert_allclose(g(av, bv), f(av, bv))
     with pytest.raises(NeoFlowError, match="one Config given but the outputs make 2 kernels"):
-        nf.build(d, [a, b], configs=cfg)
-    with pytest.raises(ConfigError):
-        nf.build(d, [a, b], configs=[cfg, None])  # c's kernel has 2 axes, cfg fits d's 1
+        nf.build(d, [a, b], configs=cfg, fusion=False)
+    with pytest.raises(ConfigError):   # c's kernel has 2 axes, cfg fits d's 1
+        nf.build(d, [a, b], configs=[cfg, None], fusion=False)
 
 
 def test_zero_d_output_and_scalar_input():

@@ -17,7 +17,7 @@ from ..errors import GradError
 from ..te import dtype as dt
 from ..te.arith import conjuncts, free_vars, is_index_expr
 from ..te.expr import Binary, Const, Read, Reduce, Unary
-from ..te.simplify import Structure, add, conjunction, mul, neg, simplify, where, zero
+from ..te.simplify import Structure, add, conjunction, merge_sums, mul, neg, simplify, where, zero
 from ..te.tensor import Tensor, compute
 from ..te.visit import post_order, substitute, tensor_inputs, topo_tensors
 from .extremum import argext, selected
@@ -195,7 +195,7 @@ class _Reverse:
                 part = c.build(targets)
                 if part is not None:
                     total = part if total is None else add(total, part)
-            return zero(A.dtype) if total is None else simplify(total)
+            return zero(A.dtype) if total is None else merge_sums(simplify(total))
 
         D = compute(A.shape, body, name=f"d{A.name}")
         b = D.op.body

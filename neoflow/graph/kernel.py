@@ -84,20 +84,25 @@ class Kernel:
 def _expr_lines(axes, body, tensor_names):
     """One line per node of `body` (shared sub-trees once), children by number."""
     var_names = {id(a): f"s{d}" for d, a in enumerate(axes)}
+
+    def name(v):  # reduce axes by first appearance (a reduction over a constant has no read)
+        if id(v) not in var_names:
+            var_names[id(v)] = f"r{sum(n.startswith('r') for n in var_names.values())}"
+        return var_names[id(v)]
+
     number, lines = {}, []
     for node in post_order(body):
         args = [f"%{number[id(c)]}" for c in children(node)]
         if isinstance(node, IterVar):
-            if id(node) not in var_names:
-                var_names[id(node)] = f"r{sum(n.startswith('r') for n in var_names.values())}"
-            text = f"{var_names[id(node)]} [{node.lo}, {node.hi})"
+            text = f"{name(node)} [{node.lo}, {node.hi})"
         elif isinstance(node, Const):
             text = f"const {node.dtype} {node.value!r}"
         elif isinstance(node, Read):
             text = f"read {tensor_names[id(node.tensor)]} {' '.join(args)}"
         elif isinstance(node, Reduce):
-            text = f"{node.op} over {' '.join(var_names[id(a)] for a in node.axes)} " \
-                   f"of {' '.join(args)}"
+            over = [name(a) if id(a) in var_names else f"{name(a)} [{a.lo}, {a.hi})"
+                    for a in node.axes]
+            text = f"{node.op} over {' '.join(over)} of {' '.join(args)}"
         elif isinstance(node, (Unary, Binary)):
             text = f"{node.op} {node.dtype} {' '.join(args)}"
         elif isinstance(node, Cast):

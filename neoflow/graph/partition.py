@@ -20,33 +20,26 @@ Tensors that do not change keep their identity; rebuilt ones are new
 Tensors with the same name, shape and dtype (`Partition.mapping`). The
 training graph is rebuilt over the fused tensors and its run order and
 in-place decisions recomputed (graph.training), since inlining moves reads
-of parameters into other computes.
+of parameters into other computes. graph/grouping then groups the
+materialised computes into multi-stage kernels (`kernels_of`).
 
-Hands on: `Partition` (rebuilt outputs, materialised computes, decisions)
-and a fused `TrainingGraph`.
+Hands on: `Partition` (rebuilt outputs, materialised computes, decisions,
+kernels) and a fused `TrainingGraph`.
 """
 import math
 
 from ..te.expr import Read, Reduce
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
+from .decision import Decision
+from .grouping import group_kernels
 from .memory import nbytes
 from .ops_class import op_class, per_element_flops
+from .split import split_stages
 
 RECOMPUTE_FLOPS_PER_BYTE = 1.0   # flops we accept to recompute per byte of traffic saved
 MAX_INLINE_NODES = 64            # expression nodes of a producer body we copy into a read
 MAX_INLINE_NODES_SHARED = 24     # ... when it has several read sites
-
-
-class Decision:
-    """Whether producer -> consumer was fused, and why."""
-
-    def __init__(self, producer, consumer, fused, reason):
-        self.producer, self.consumer, self.fused, self.reason = producer, consumer, fused, reason
-
-    def __repr__(self):
-        verb = "inlined into" if self.fused else "kept for"
-        return f"<{self.producer.name} {verb} {self.consumer.name}: {self.reason}>"
 
 
 class Partition:
@@ -54,12 +47,15 @@ class Partition:
     (the materialised computes, producers first; one kernel each), `mapping`
     ({id(original): rebuilt}), `inlined` ({id(materialised compute, original or
     rebuilt): [original producers folded into it]}),
-    `decisions` ([Decision]) and `unfused_kernels` (computes before fusion)."""
+    `decisions` ([Decision] of inlining) and `unfused_kernels` (computes
+    before fusion). `kernels_of` / `fuse_training_graph` add `kernels` and
+    `grouping` (the Decisions of graph.grouping)."""
 
     def __init__(self, outputs, computes, mapping, inlined, decisions, unfused_kernels):
         self.outputs, self.computes, self.mapping = outputs, computes, mapping
         self.inlined, self.decisions = inlined, decisions
         self.unfused_kernels = unfused_kernels
+        self.kernels, self.grouping = None, []
 
     def __repr__(self):
         return f"<Partition {self.unfused_kernels} -> {len(self.computes)} kernels>"
@@ -95,9 +91,10 @@ def fuse(outputs, keep=(), fusion=True):
     >>> p = fuse([z]); [t.name for t in p.computes]
     ['z']
     """
-    outputs = list(outputs)
+    originals = list(outputs)
+    outputs, split = split_stages(originals) if fusion else (originals, {})
     order = [t for t in topo_tensors(outputs) if t.is_compute]
-    kept = {id(t) for t in outputs} | {id(t) for t in keep}
+    kept = {id(t) for t in outputs} | {id(split.get(id(t), t)) for t in keep}
     sites = {}                     # id(producer) -> [(consumer, evals)]
     for c in order:
         for r, evals in _read_sites(c):
@@ -135,6 +132,8 @@ def fuse(outputs, keep=(), fusion=True):
         if id(t) in bodies:
             inlined.pop(id(t), None)
     inlined = {k: v for k, v in inlined.items() if v}
+    for original, t in split.items():
+        new.setdefault(original, new.get(id(t), t))
     part = Partition([new.get(id(t), t) for t in outputs], computes, new, inlined,
                      decisions, len(order))
     return part
@@ -185,80 +184,48 @@ def _decide(t, nt, consumers, kept, fusion):
 
 
 def kernels_of(partition, fusion=True):
-    """The kernels of `partition` (from `fuse`), in run order.
+    """The kernels of `partition` (from `fuse`), in run order (graph.grouping);
+    also kept as `partition.kernels`, with the grouping decisions in
+    `partition.grouping`.
 
     >>> [k.stages[0].name for k in kernels_of(fuse([z]))]
     ['z']
     """
-    return group_kernels(partition.computes, {id(t) for t in partition.outputs}, fusion)
+    grouping = []
+    kernels = group_kernels(partition.computes, {id(t) for t in partition.outputs}, fusion,
+                            decisions=grouping)
+    partition.kernels, partition.grouping = kernels, grouping
+    return kernels
 
 
 def fuse_training_graph(graph, fusion=True):
     """(fused TrainingGraph, Partition): `graph` with injective producers
     inlined; the loss and every alias value stay materialised; run order and
-    in-place decisions are recomputed for the rebuilt tensors.
+    in-place decisions are recomputed for the rebuilt tensors, then the
+    computes are grouped into `part.kernels` (graph.grouping: epilogues,
+    siblings, optimizer updates in the gradient's kernel) under the run
+    order's constraints. The fused graph's `order` is the kernels' stages.
 
     >>> g2, part = fuse_training_graph(training_graph(loss, opt))   # doctest: +SKIP
-    >>> len(g2.order) <= len(part.unfused_kernels * [0])              # doctest: +SKIP
+    >>> len(part.kernels) <= len(g2.order) <= part.unfused_kernels  # doctest: +SKIP
+    True
     """
-    from .training import Alias, TrainingGraph, _execution_order
+    from .training import Alias, TrainingGraph, _execution_order, run_constraints
     part = fuse(graph.outputs, fusion=fusion)
     m = part.mapping
     remap = lambda t: m.get(id(t), t)  # noqa: E731
     pairs = [(a.target, remap(a.value)) for a in graph.aliases]
     everything = topo_tensors([remap(graph.loss)] + [v for _, v in pairs])
     order, inplace = _execution_order(everything, pairs)
+    after, _ = run_constraints(order, pairs)
     aliases = [Alias(t, v, ok) for (t, v), ok in zip(pairs, inplace)]
     grads = {name: remap(g) for name, g in graph.grads.items()}
+    needed = {id(remap(graph.loss))} | {id(v) for _, v in pairs}
+    grouping = []
+    kernels = group_kernels(order, needed, fusion, after=after,
+                            updates={id(v) for _, v in pairs}, decisions=grouping)
+    order = [t for k in kernels for t in k.stages]
     fused = TrainingGraph(remap(graph.loss), graph.optimizer, graph.inputs, graph.params,
                           graph.frozen, graph.state, graph.scalars, grads, aliases, order)
-    needed = {id(t) for t in fused.outputs}
-    part.kernels = group_kernels(order, needed, fusion)
+    part.kernels, part.grouping = kernels, grouping
     return fused, part
-
-
-def group_kernels(order, needed, fusion=True):
-    """Kernels over the materialised computes `order` (run order kept): a
-    kernel starts at any compute and takes in each following compute that
-    reads one of its stages and is injective (an epilogue: matmul + bias +
-    nonlinearity) or a light reduction over the same outer space (`_joins`),
-    so the intermediates are kernel-local buffers. A stage is a kernel output when a later kernel or
-    `needed` (ids of the step's outputs) reads it.
-
-    >>> [k.stages for k in group_kernels(part.computes, {id(z)})]     # doctest: +SKIP
-    """
-    from .kernel import Kernel
-    from ..te.visit import tensor_inputs
-    groups = []
-    for t in order:
-        if fusion and groups and _joins(t, groups[-1][0], groups[-1][1]):
-            groups[-1][0].append(t)
-            groups[-1][1].add(id(t))
-        else:
-            groups.append(([t], {id(t)}))
-    readers = {}
-    for g, (stages, _) in enumerate(groups):
-        for t in stages:
-            for p in tensor_inputs(t):
-                readers.setdefault(id(p), set()).add(g)
-    kernels = []
-    for g, (stages, _) in enumerate(groups):
-        outs = [t for t in stages
-                if id(t) in needed or any(r != g for r in readers.get(id(t), ()))]
-        kernels.append(Kernel(stages, outs or stages[-1:]))
-    return kernels
-
-
-def _joins(t, stages, ids):
-    """Whether compute `t` joins the kernel of `stages` (ids `ids`): an injective
-    epilogue reading one of its stages, or a light reduction over the same
-    outer iteration space reading one (softmax's sum after its max, layer
-    norm's variance after its mean)."""
-    from ..te.visit import tensor_inputs
-    if not any(id(p) in ids for p in tensor_inputs(t)):
-        return False
-    kind = op_class(t)
-    if kind == "injective":
-        return True
-    return kind == "reduction-light" and t.shape != () and any(
-        p.shape[:len(t.shape)] == t.shape for p in stages)

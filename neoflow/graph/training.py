@@ -176,28 +176,12 @@ def _reads_only_in_place(value, target):
 def _execution_order(tensors, aliases):
     """The computes of `tensors` in a run order, and per alias whether it is in place.
 
-    A topological order (ties broken by DAG order, which keeps producers close
-    to consumers) in which the writer of an in-place alias runs after every
-    other reader of its target. An alias whose writer reads the target at
-    another element, or that some reader of the target depends on, is done
-    by copy instead.
+    A topological order of `run_constraints` (ties broken by DAG order, which
+    keeps producers close to consumers).
     """
     computes = [t for t in tensors if t.is_compute]
+    after, inplace = run_constraints(computes, aliases)
     rank = {id(t): n for n, t in enumerate(computes)}
-    readers = {}
-    for t in computes:
-        for src in tensor_inputs(t):
-            readers.setdefault(id(src), []).append(t)
-    after = {id(t): [p for p in tensor_inputs(t) if p.is_compute] for t in computes}
-    inplace = []
-    for target, value in aliases:
-        others = [r for r in readers.get(id(target), []) if r is not value]
-        later = _downstream(value, readers)
-        ok = value.is_compute and _reads_only_in_place(value, target) \
-            and not any(id(r) in later for r in others)
-        if ok:
-            after[id(value)] = after[id(value)] + others
-        inplace.append(ok)
     waiting = {id(t): len({id(p) for p in after[id(t)]}) for t in computes}
     users = {}
     for t in computes:
@@ -215,6 +199,35 @@ def _execution_order(tensors, aliases):
                 heapq.heappush(ready, (rank[id(u)], id(u), u))
     assert len(order) == len(computes), "cycle in the training graph"
     return order, inplace
+
+
+def run_constraints(computes, aliases):
+    """({id(compute): [computes it must run after]}, [in place? per alias]).
+
+    A compute runs after the computes it reads; the writer of an in-place
+    alias also runs after every other reader of its target. An alias whose
+    writer reads the target at another element, or that some reader of the
+    target depends on, is done by copy instead (no extra constraint). Any
+    order (or grouping into kernels) that keeps these is legal.
+
+    >>> after, inplace = run_constraints(g.order, [(a.target, a.value) for a in g.aliases])
+    ...                                                         # doctest: +SKIP
+    """
+    readers = {}
+    for t in computes:
+        for src in tensor_inputs(t):
+            readers.setdefault(id(src), []).append(t)
+    after = {id(t): [p for p in tensor_inputs(t) if p.is_compute] for t in computes}
+    inplace = []
+    for target, value in aliases:
+        others = [r for r in readers.get(id(target), []) if r is not value]
+        later = _downstream(value, readers)
+        ok = value.is_compute and _reads_only_in_place(value, target) \
+            and not any(id(r) in later for r in others)
+        if ok:
+            after[id(value)] = after[id(value)] + others
+        inplace.append(ok)
+    return after, inplace
 
 
 def _downstream(src, readers):

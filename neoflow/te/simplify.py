@@ -68,6 +68,61 @@ def simplify(e, ranges=None):
     return _Simplifier().run(e, dict(ranges or {}))
 
 
+def merge_sums(e):
+    """`e` with the sums of its top-level addition chain that run over equal
+    ranges (axis by axis) under the same condition folded into one sum:
+    sum_r f + sum_s g -> sum_r (f + g[s := r]). One loop nest does the work
+    of several (a weight used at every step of an RNN gets one gradient
+    reduction over all steps instead of one per step, each nested inside the
+    first). Only the order of additions changes.
+
+    >>> merge_sums(nf.sum(A[k], axis=k) + nf.sum(B[m], axis=m))   # k, m in [0, 8)
+    sum((A[k] + B[k]), k)
+    """
+    terms, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Binary) and n.op == "add" and n.dtype == e.dtype:
+            stack += [n.b, n.a]
+        else:
+            terms.append(n)
+    if sum(isinstance(t, Reduce) and t.op == "sum" for t in terms) < 2:
+        return e
+    structure, groups, out = Structure(), [], []
+    for t in terms:
+        group = None
+        if isinstance(t, Reduce) and t.op == "sum":
+            group = next((g for g in groups if _same_ranges(g[0], t, structure)), None)
+            if group is None:
+                groups.append([t, [t.body]])
+                out.append(groups[-1])
+                continue
+            group[1].append(substitute(t.body, dict(zip(t.axes, group[0].axes))))
+        else:
+            out.append(t)
+    total = None
+    for t in out:
+        if isinstance(t, list):
+            head, bodies = t
+            body = bodies[0]
+            for b in bodies[1:]:
+                body = add(body, b)
+            t = head if len(bodies) == 1 else Reduce("sum", body, head.axes, head.cond)
+        total = t if total is None else add(total, t)
+    return total
+
+
+def _same_ranges(head, other, structure):
+    """Whether sum `other` runs over `head`'s ranges, axis by axis, under the same condition."""
+    if len(head.axes) != len(other.axes) or any(
+            (a.lo, a.hi) != (b.lo, b.hi) for a, b in zip(head.axes, other.axes)):
+        return False
+    if head.cond is None or other.cond is None:
+        return head.cond is None and other.cond is None
+    cond = substitute(other.cond, dict(zip(other.axes, head.axes)))
+    return structure.key(cond) == structure.key(head.cond)
+
+
 def zero(dtype):
     """The constant 0 of `dtype`. >>> zero("float32").value
     0.0"""

@@ -1,18 +1,16 @@
 """Property: random DAGs of elementwise, broadcast, layout and reduction ops
-give the same results fused (nf.build of `fuse`'s rebuilt outputs, grouped
-into multi-stage kernels) as the reference interpreter on the unfused DAG."""
+(with siblings: several computes reading x and y) give the same results
+fused (nf.build: inlining, epilogue, reduction and sibling grouping) as
+unfused (nf.build(fusion=False)) and as the reference interpreter, in float64."""
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import neoflow as nf
-from neoflow.graph import fuse, kernels_of
-from neoflow.schedule import default_config, lower_program
-from neoflow.codegen.c import generate_c
-from neoflow.build import compile_c
-from neoflow.api import BuiltFunction
+from neoflow.api import plan_kernels
 
 M, N = 4, 6
+DTYPE = "float64"
 
 
 def _unary(kind, t):
@@ -55,22 +53,11 @@ def _op(data, pool):
     return nf.compute((M, N), lambda i, j: a[i, j] - s[i])
 
 
-def _build_fused(outs, inputs, fusion=True):
-    part = fuse(outs, fusion=fusion)
-    kernels = kernels_of(part, fusion)
-    computed = list(part.outputs)
-    configs = [default_config(k) for k in kernels]
-    program = lower_program(kernels, configs, inputs, computed)
-    source = generate_c(program)
-    return BuiltFunction(computed, False, inputs, computed, kernels, configs, program, source,
-                         compile_c(source), None), part
-
-
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_random_dags_fused_equal_unfused(data):
-    x = nf.placeholder((M, N), name="x")
-    y = nf.placeholder((M, N), name="y")
+    x = nf.placeholder((M, N), DTYPE, name="x")
+    y = nf.placeholder((M, N), DTYPE, name="y")
     pool = [x, y]
     for _ in range(data.draw(st.integers(2, 7))):
         pool.append(_op(data, pool))
@@ -81,10 +68,11 @@ def test_random_dags_fused_equal_unfused(data):
         if len(outs) < n_out:
             outs.append(t)
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    xv, yv = (rng.standard_normal((M, N)).astype(np.float32) for _ in range(2))
+    xv, yv = (rng.standard_normal((M, N)) for _ in range(2))
     want = nf.evaluate(outs, {x: xv, y: yv})
-    fn, part = _build_fused(outs, [x, y])
-    got = fn(xv, yv)
-    assert len(part.computes) <= part.unfused_kernels
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    unfused = nf.build(outs, [x, y], fusion=False)(xv, yv)
+    got = nf.build(outs, [x, y])(xv, yv)
+    assert len(plan_kernels(outs, [x, y])[0]) <= len(computed)
+    for g, u, w in zip(got, unfused, want):
+        np.testing.assert_allclose(g, u, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
