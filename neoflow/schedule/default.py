@@ -2,7 +2,9 @@
 
 Per stage:
 * elementwise: the last (unit-stride) axis innermost and vectorised, the
-  other axes (or, for 1-d, blocks of the single axis) one parallel loop;
+  outer axes (or, for 1-d, blocks of the single axis) fused into one
+  parallel loop, as few as give PARALLEL_MIN_CHUNKS iterations (the others
+  stay serial, where loop partitioning can cut them);
 * a reduction whose output has a unit-stride axis that some operand reads
   contiguously (matmul's j, conv's w): register blocking -- a tile of up
   to 12 SIMD vectors of outputs (e.g. 6 rows x 2 vectors) accumulates in
@@ -11,6 +13,9 @@ Per stage:
   does not depend on (matmul's i, conv's output channel), so each of its
   vector loads serves every row of the tile; when panels of that operand
   serve many rows over a long reduction, it is packed first (GEMM's B);
+* a reduction that no operand reads contiguously along its last output axis
+  (dense's x[b, k] * W[j, k]): the same register blocking, with the
+  operands indexed by that axis packed into panels along it first;
 * a window reduction (conv2d: several reduce axes) whose contiguous axis is
   short: the same register blocking across the output channels instead,
   with the weights packed into channel panels (two vectors of channels by a
@@ -25,7 +30,7 @@ import math
 
 from ..te.arith import free_vars, linear_form
 from ..te.visit import reads
-from .config import Config, StageConfig, level_names
+from .config import Config, StageConfig, level_extents, level_names
 from .stage import Stage
 
 VECTOR_BYTES = 32        # AVX2
@@ -33,6 +38,7 @@ ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
 PARALLEL_MIN_WORK = 1 << 15
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
+PARALLEL_MIN_CHUNKS = 64  # outer loops an elementwise stage fuses into its parallel loop
 WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
@@ -56,8 +62,11 @@ def _stage_default(st):
     else:
         v = _vector_axis(st)
         channels = _channel_panel(st, v, lanes)
+        transposed = _transposed_panel(st, lanes) if v is None else None
         if channels is not None:
             sc = _channel_blocked(st, channels, lanes)
+        elif transposed is not None:
+            sc = _blocked(st, len(st.spatial) - 1, lanes, packed=transposed)
         else:
             sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
         sc.pad = list(range(len(st.paddable)))
@@ -82,7 +91,12 @@ def _elementwise(st):
     if n == 1 and st.spatial[0].extent > 4 * ELEMENTWISE_CHUNK:
         tile["s0"] = [ELEMENTWISE_CHUNK]
     order = [lv for a in st.axis_names for lv in level_names(a, tile[a])]
-    return StageConfig(tile, order, parallel=len(order) - 1, vectorize=f"s{n - 1}")
+    parallel, chunks = 0, 1
+    while parallel < len(order) - 1 and chunks < PARALLEL_MIN_CHUNKS:
+        axis, depth = order[parallel].split(".")
+        chunks *= level_extents(st.extent(axis), tile[axis])[int(depth)]
+        parallel += 1
+    return StageConfig(tile, order, parallel=parallel, vectorize=f"s{n - 1}")
 
 
 def _unit_stride_reads(st, var):
@@ -106,9 +120,31 @@ def _vector_axis(st):
     return None
 
 
-def _row_axis(st, v):
-    """A spatial axis (not v) that a contiguous operand along v does not depend on."""
-    contiguous = _unit_stride_reads(st, st.spatial[v])
+def _transposed_panel(st, lanes):
+    """For a reduction that no operand reads contiguously along its last
+    spatial axis (dense's x[b, k] * W[j, k]), the operands to pack into
+    panels along that axis -- which makes them contiguous there -- as numbers
+    into `st.packable`; None when there is none, the axis is too short to
+    split into register tiles, or the reduction too short to pay for the copy."""
+    last = f"s{len(st.spatial) - 1}"
+    if not st.spatial or st.extent(last) <= 2 * lanes or math.prod(
+            a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE:
+        return None
+    return [n for n, (_, axis, _) in enumerate(st.packable) if axis == last] or None
+
+
+def _streams(st, v, packed):
+    """The reads that stream along spatial axis v: unit-stride ones, or the
+    reads of the operands `packed` (numbers into st.packable) once packed."""
+    if packed is None:
+        return _unit_stride_reads(st, st.spatial[v])
+    tensors = {id(st.packable[n][0]) for n in packed}
+    return [r for r in reads(st.reduction.body) if id(r.tensor) in tensors]
+
+
+def _row_axis(st, v, packed=None):
+    """A spatial axis (not v) that an operand streaming along v does not depend on."""
+    contiguous = _streams(st, v, packed)
     best = None
     for d, axis in enumerate(st.spatial):
         if d == v:
@@ -142,10 +178,13 @@ def _register_tile(v_extent, u_extent, lanes):
     return best[1], best[2]
 
 
-def _blocked(st, v, lanes):
+def _blocked(st, v, lanes, packed=None):
+    """Register blocking along spatial axis v (see the module docstring);
+    `packed`: the operands (numbers into st.packable) that must be packed to
+    stream along v."""
     tile = _unsplit(st)
     sv = f"s{v}"
-    u = _row_axis(st, v)
+    u = _row_axis(st, v, packed)
     su = None if u is None else f"s{u}"
     vf, uf = _register_tile(st.spatial[v].extent, 1 if u is None else st.spatial[u].extent,
                             lanes)
@@ -174,9 +213,9 @@ def _blocked(st, v, lanes):
     unroll = {}
     if su is not None and len(inner) == 2 and uf >= 2:
         unroll[inner[0]] = uf
+    pack = packed if packed is not None else _panels(st, v, tile, u)
     return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
-                       vectorize=sv, unroll=unroll, cache_write=True,
-                       pack=_panels(st, v, tile, u))
+                       vectorize=sv, unroll=unroll, cache_write=True, pack=pack)
 
 
 def _panels(st, v, tile, u):

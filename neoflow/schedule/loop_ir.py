@@ -14,8 +14,9 @@ Expressions reuse the te nodes (Const, Unary, Binary, Select, Cast, and te
 IterVars, which Lets and Fors bind) plus three IR nodes: `Var` (a loop or
 let variable), `Load(buffer, index, checks)` (a flat read; `checks` bind
 index values that must be verified at run time, and the read happens only
-if they are in range) and `CDiv` (C's truncating / and %, used where the
-operands are proved non-negative). Loop bounds are expressions and may use
+if they are in range), `CDiv` (C's truncating / and %, used where the
+operands are proved non-negative) and `Blend` (a select evaluating both
+sides). Loop bounds are expressions and may use
 outer variables (tails of tiles, bounds tightened by reduction conditions).
 A `Program` lists the kernels, the buffers passed in and out, the
 intermediates between kernels, and the read sites that are checked.
@@ -94,6 +95,16 @@ class CDiv(Expr):
 
     def __init__(self, op, a, b):
         self.op, self.a, self.b, self.dtype = op, a, b, a.dtype
+
+
+class Blend(Expr):
+    """`cond ? t : f` with both sides evaluated (branch-free, so the loop around
+    it can vectorise); made only where both sides are safe to evaluate
+    everywhere (schedule/speculate.py)."""
+    __slots__ = ("cond", "t", "f")
+
+    def __init__(self, cond, t, f):
+        self.cond, self.t, self.f, self.dtype = cond, t, f, t.dtype
 
 
 # -- statements ---------------------------------------------------------------
@@ -234,6 +245,8 @@ def _e(e):
         return f"{e.op}({_e(e.a)})"
     if isinstance(e, Select):
         return f"where({_e(e.cond)}, {_e(e.t)}, {_e(e.f)})"
+    if isinstance(e, Blend):
+        return f"blend({_e(e.cond)}, {_e(e.t)}, {_e(e.f)})"
     if isinstance(e, Cast):
         return f"cast({_e(e.a)}, {e.dtype})"
     return object.__repr__(e)

@@ -45,6 +45,8 @@ from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc, Let, Load,
                       Program, Seq, Site, Store, Var)
+from .loop_partition import partition_loops
+from .speculate import speculate
 from .stage import Stage
 
 PACK_PARALLEL_MIN = 1 << 15   # elements of a panel buffer worth copying on all cores
@@ -87,8 +89,8 @@ def lower_kernel(kernel, config, sites):
         buffers[id(t)] = Buffer(t.dtype, t.shape, "arg", "out")
     for t in kernel.locals:
         buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "local")
-    body = Seq([_StageLowering(t, sc, buffers, sites).lower()
-                for t, sc in zip(kernel.stages, config.stages)])
+    body = speculate(partition_loops(Seq([_StageLowering(t, sc, buffers, sites).lower()
+                                          for t, sc in zip(kernel.stages, config.stages)])))
     for t in reversed(kernel.locals):
         body = Allocate(buffers[id(t)], body)
     return KernelFunc([buffers[id(t)] for t in kernel.inputs],

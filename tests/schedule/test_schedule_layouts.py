@@ -28,6 +28,19 @@ def test_default_gemm_packs_its_contiguous_operand():
     np.testing.assert_allclose(f(av, bv), av @ bv, rtol=1e-4, atol=1e-4)
 
 
+def test_default_dense_packs_its_transposed_weight():
+    # y[b, j] = sum_k x[b, k] * W[j, k]: no operand is contiguous along j until W is packed
+    x, w = nf.placeholder((10, 96), name="x"), nf.placeholder((70, 96), name="w")
+    k = nf.reduce_axis(96, name="k")
+    y = nf.compute((10, 70), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
+    f = nf.build(y, [x, w], database=False)
+    sc = f.configs[0].stages[0]
+    assert [t.name for t, _, _ in (Stage(y).packable[n] for n in sc.pack)] == ["w"]
+    assert sc.vectorize == "s1" and sc.cache_write
+    xv, wv = randn(10, 96), randn(70, 96)
+    np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
+
+
 def test_default_conv_pads_and_blocks_output_channels():
     x, w = nf.placeholder((2, 8, 9, 9), name="x"), nf.placeholder((16, 8, 3, 3), name="w")
     y = nf.nn.conv2d(x, w, padding=1)

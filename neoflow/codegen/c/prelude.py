@@ -24,6 +24,12 @@ _FLOAT = """\
 static inline {t} nf_max_{s}({t} a, {t} b) {{ return (a > b || a != a) ? a : b; }}
 static inline {t} nf_min_{s}({t} a, {t} b) {{ return (a < b || a != a) ? a : b; }}
 static inline {t} nf_mod_{s}({t} a, {t} b) {{ return a - floor{f}(a / b) * b; }}
+static inline {t} nf_blend_{s}(int c, {t} a, {t} b) {{
+    union {{ {t} f; {u} u; }} x = {{a}}, y = {{b}}, r;
+    {u} m = -({u})(c != 0);
+    r.u = (x.u & m) | (y.u & ~m);
+    return r.f;
+}}
 """
 
 # glibc's vector math library (libmvec, linked through -lm) has SIMD versions
@@ -103,8 +109,8 @@ PRELUDE = "".join([
     _VECTOR_MATH,
     _INT.format(t="int32_t", u="uint32_t", s="i32"),
     _INT.format(t="int64_t", u="uint64_t", s="i64"),
-    _FLOAT.format(t="float", s="f32", f="f"),
-    _FLOAT.format(t="double", s="f64", f=""),
+    _FLOAT.format(t="float", u="uint32_t", s="f32", f="f"),
+    _FLOAT.format(t="double", u="uint64_t", s="f64", f=""),
     _REDUCTIONS,
     _VECTORS,
     """\

@@ -4,7 +4,11 @@ Each kernel becomes a static function over `restrict` pointers; the
 exported `int64_t nf_main(void* const* args, int64_t* err)` takes the
 program's input then output pointers, runs the kernels in order with the
 temporaries between them (each allocated just before its producer and freed
-after its last reader) and returns err[0] (see the prelude).
+after its last reader) and returns err[0] (see the prelude). It calls
+kernel n through the exported, writable table `nf_kernel_table[n]`
+(initialised to the static kernels), so the runtime can read a kernel's
+address out of one library and swap it into another's table
+(`generate_entry` prints the entry alone, its table empty until filled).
 
 Parallel loops get `#pragma omp parallel for`; vectorised loops of plain
 float arithmetic are printed with vector types (codegen/c/simd.py), other
@@ -22,13 +26,14 @@ Hands on: the C text.
 import math
 import re
 
-from ...schedule.loop_ir import Allocate, CDiv, For, IfThenElse, Let, Load, Seq, Store
+from ...schedule.loop_ir import Allocate, Blend, CDiv, For, IfThenElse, Let, Load, Seq, Store
 from ...te import dtype as dt
 from ...te.expr import Binary, Cast, Const, IterVar, Select, Unary
 from .prelude import PRELUDE
 from .simd import print_simd, simd_plan
 
 ENTRY = "nf_main"
+TABLE = "nf_kernel_table"
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
           "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
 _SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
@@ -49,8 +54,20 @@ def generate_c(program, aliased=()):
     parts = [PRELUDE]
     for n, func in enumerate(program.kernels):
         parts.append(_Function().kernel(func, n, restrict=n not in aliased))
-    parts.append(_Function().entry(program))
+    parts.append(_Function().entry(program, static_kernels=True))
     return "\n".join(parts)
+
+
+def generate_entry(program):
+    """The C source of `nf_main` alone: it calls kernel n through
+    `nf_kernel_table[n]`, which holds NULL until the caller writes a
+    kernel's address there (e.g. entry 0 of the table of a library built
+    from `generate_c` of that kernel alone, which has the same parameters).
+
+    >>> "nf_kernel_table[2]" in generate_entry(program)        # doctest: +SKIP
+    True
+    """
+    return "\n".join([PRELUDE, _Function().entry(program, static_kernels=False)])
 
 
 def comment_safe(text):
@@ -89,9 +106,15 @@ class _Function:
         self.emit(0, "}")
         return "\n".join(self.lines) + "\n"
 
-    def entry(self, program):
-        """`nf_main`: each temporary is allocated just before the kernel that
-        writes it and freed after the last kernel that reads it."""
+    def entry(self, program, static_kernels):
+        """The kernel table (the static kernels, or NULLs) and `nf_main`: each
+        temporary is allocated just before the kernel that writes it and freed
+        after the last kernel that reads it."""
+        count = len(program.kernels)
+        first = ", ".join(f"(nf_kernel_fn)nf_kernel{n}" for n in range(count))
+        self.emit(0, "typedef void (*nf_kernel_fn)(void);")
+        self.emit(0, f"nf_kernel_fn {TABLE}[{max(1, count)}] = "
+                     f"{{{first if static_kernels and count else '0'}}};")
         self.emit(0, f"int64_t {ENTRY}(void* const* args, int64_t* err) {{")
         for n, b in enumerate(program.inputs):
             t = _ctype(b.dtype)
@@ -110,7 +133,11 @@ class _Function:
                 if id(b) in temps:
                     self.emit(1, f"{name} = ({t}*)malloc(sizeof({t}) * {b.size});")
                     self.emit(1, f"if ({name} == NULL) {{ nf_oom(err); goto done; }}")
-            self.emit(1, f"nf_kernel{n}({', '.join(self.names[id(b)] for b in args)}, err);")
+            func = program.kernels[n]
+            params = [f"const {_ctype(b.dtype)}*" for b in func.inputs]
+            params += [f"{_ctype(b.dtype)}*" for b in func.outputs] + ["int64_t*"]
+            self.emit(1, f"((void (*)({', '.join(params)})){TABLE}[{n}])"
+                         f"({', '.join(self.names[id(b)] for b in args)}, err);")
             self.emit(1, "if (err[0] != 0) goto done;")
             for b in args[:reads]:
                 if id(b) in temps and last[id(b)] == n:
@@ -205,6 +232,9 @@ class _Function:
             return self._unary(e)
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+        if isinstance(e, Blend):
+            return (f"nf_blend_{_SUFFIX[e.dtype]}({self.expr(e.cond)}, {self.expr(e.t)}, "
+                    f"{self.expr(e.f)})")
         if isinstance(e, Cast):
             if e.dtype == dt.BOOL:
                 return f"((uint8_t)({self.expr(e.a)} != 0))"
