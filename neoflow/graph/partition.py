@@ -28,7 +28,8 @@ kernels) and a fused `TrainingGraph`.
 """
 import math
 
-from ..te.expr import Read, Reduce
+from ..te.arith import is_index_expr
+from ..te.expr import Read, Reduce, Select
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
 from .decision import Decision
@@ -62,16 +63,22 @@ class Partition:
 
 
 def _read_sites(consumer):
-    """[(Read node, evaluations per step)] of the compute `consumer`'s body."""
+    """[(Read node, evaluations per step, padded)] of the compute `consumer`'s
+    body; `padded`: the read sits in a reduction under a select on indices
+    alone (a convolution's padding test, `where(h + rh - 1 >= 0, x[...], 0)`)."""
     out, base = [], math.prod(consumer.shape)
-    stack = [(consumer.op.body, base)]
+    stack = [(consumer.op.body, base, False, False)]
     while stack:
-        e, evals = stack.pop()
+        e, evals, in_reduce, padded = stack.pop()
         if isinstance(e, Reduce):
-            evals = evals * math.prod(a.extent for a in e.axes)
+            evals, in_reduce = evals * math.prod(a.extent for a in e.axes), True
         if isinstance(e, Read):
-            out.append((e, evals))
-        stack.extend((c, evals) for c in children(e))
+            out.append((e, evals, padded))
+        if isinstance(e, Select) and in_reduce and is_index_expr(e.cond):
+            stack += [(e.cond, evals, in_reduce, padded), (e.t, evals, in_reduce, True),
+                      (e.f, evals, in_reduce, True)]
+            continue
+        stack.extend((c, evals, in_reduce, padded) for c in children(e))
     return out
 
 
@@ -95,11 +102,11 @@ def fuse(outputs, keep=(), fusion=True):
     outputs, split = split_stages(originals) if fusion else (originals, {})
     order = [t for t in topo_tensors(outputs) if t.is_compute]
     kept = {id(t) for t in outputs} | {id(split.get(id(t), t)) for t in keep}
-    sites = {}                     # id(producer) -> [(consumer, evals)]
+    sites = {}                     # id(producer) -> [(consumer, evals, padded)]
     for c in order:
-        for r, evals in _read_sites(c):
+        for r, evals, padded in _read_sites(c):
             if r.tensor.is_compute:
-                sites.setdefault(id(r.tensor), []).append((c, evals))
+                sites.setdefault(id(r.tensor), []).append((c, evals, padded))
     new, bodies, inlined, decisions, computes = {}, {}, {}, [], []
 
     def rebuild(n):
@@ -120,7 +127,7 @@ def fuse(outputs, keep=(), fusion=True):
         inlined[id(t)] = _unique(folded + [q for p in folded for q in inlined.get(id(p), [])])
         consumers = sites.get(id(t), [])
         fused, reason = _decide(t, nt, consumers, id(t) in kept, fusion)
-        for c in _unique([c for c, _ in consumers]):
+        for c in _unique([c for c, _, _ in consumers]):
             decisions.append(Decision(t, c, fused, reason))
         if fused:
             bodies[id(t)] = nt.op.body
@@ -169,9 +176,12 @@ def _decide(t, nt, consumers, kept, fusion):
         return False, f"its body has {nodes} nodes (> {limit}) to copy into {len(consumers)} read(s)"
     pe = per_element_flops(nt)
     size = math.prod(t.shape)
-    evals = sum(e for _, e in consumers)
+    evals = sum(e for _, e, _ in consumers)
     if pe == 0:
         return True, "pure data movement (0 flops per element)"
+    if any(padded for _, _, padded in consumers):
+        return False, ("read under a padding test in a reduction: kept, so the window "
+                       "reads a zero-padded copy instead of testing every point")
     extra = pe * max(0, evals - size)
     saved = nbytes(t) * (1 + len(consumers))
     if extra == 0:

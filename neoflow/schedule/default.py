@@ -16,8 +16,8 @@ Per stage:
 * a reduction that no operand reads contiguously along its last output axis
   (dense's x[b, k] * W[j, k]): the same register blocking, with the
   operands indexed by that axis packed into panels along it first;
-* a window reduction (conv2d: several reduce axes) whose contiguous axis is
-  short: the same register blocking across the output channels instead,
+* a convolution whose contiguous axis is short (a small image, a strided
+  window): the same register blocking across the output channels instead,
   with the weights packed into channel panels (two vectors of channels by a
   few output points);
 * any other reduction: reduce loops innermost into a scalar (vectorised
@@ -128,9 +128,14 @@ def _transposed_panel(st, lanes):
     split into register tiles, or the reduction too short to pay for the copy."""
     last = f"s{len(st.spatial) - 1}"
     if not st.spatial or st.extent(last) <= 2 * lanes or math.prod(
-            a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE:
+            a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or _reuse(st, last) < lanes:
         return None
     return [n for n, (_, axis, _) in enumerate(st.packable) if axis == last] or None
+
+
+def _reuse(st, axis):
+    """Output points that share each element of a panel packed along `axis`."""
+    return math.prod(a.extent for a in st.spatial) // st.extent(axis)
 
 
 def _streams(st, v, packed):
@@ -232,14 +237,19 @@ def _panels(st, v, tile, u):
 
 
 def _channel_panel(st, v, lanes):
-    """For a window reduction (two or more reduce axes, e.g. conv2d) whose
-    contiguous axis is short, the packable operand to vectorise across
+    """For a convolution-like reduction (a window, or a 1x1 conv over a small
+    image) whose contiguous axis is short or missing (v None: a strided conv reads no
+    operand contiguously), the packable operand to vectorise across
     instead -- the weights along the output channels -- as its number in
-    `st.packable`, when that axis fills whole pairs of vectors; else None."""
-    if v is None or len(st.reduce_axes) < 2 or st.spatial[v].extent >= WINDOW_MIN_WIDTH:
+    `st.packable`, when that axis fills whole pairs of vectors and other
+    output points share the panel (not a batch norm's per-channel sums);
+    else None."""
+    if math.prod(a.extent for a in st.reduce_axes) < 2 * lanes or (
+            v is not None and st.spatial[v].extent >= WINDOW_MIN_WIDTH):
         return None
+    last = f"s{len(st.spatial) - 1}"
     for n, (t, axis, _) in enumerate(st.packable):
-        if axis != f"s{v}" and st.extent(axis) % (2 * lanes) == 0:
+        if axis != last and st.extent(axis) % (2 * lanes) == 0 and _reuse(st, axis) > 1:
             return n
     return None
 

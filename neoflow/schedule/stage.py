@@ -3,7 +3,7 @@
 Axes are named by position, never by the user's names: spatial `s0..sn`
 (the output dimensions) and reduce `r0..rm` (the axes of the stage's main
 reduction). The main reduction is a reduction, not nested in another one,
-whose value depends on every spatial axis -- the sum in
+whose value depends on every spatial axis (of extent above 1) -- the sum in
 `relu(sum_k A[i, k] * B[k, j] + b[j])`: it gets tiled loops and an
 accumulator. Every other reduction (the sum in softmax written as
 `e[i, j] / sum_r e[i, r]`, reductions inside reductions) is computed into
@@ -177,8 +177,9 @@ def _pack_place(read, spatial):
 
 
 def _main_reduction(tensor):
-    """(the main reduction or None, the conditions of the selects around it)."""
-    axes = {id(a) for a in tensor.op.axes}
+    """(the main reduction or None, the conditions of the selects around it).
+    Axes of extent 1 (a 1x1 conv's weight gradient has two) need not appear in it."""
+    axes = {id(a) for a in tensor.op.axes if a.extent > 1}
     found = {}  # id -> [reduce, set of context tuples]
     seen = set()
 
