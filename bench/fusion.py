@@ -37,17 +37,18 @@ the output directory (default bench/results/, not committed).
     python bench/fusion.py --preset small --steps 3     # test sizes, ~30 s per network
     python bench/fusion.py --networks lltm milstm --steps 20 --no-compile
 """
+import argparse
+import json
 import os
+from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")   # read when OpenMP starts: set before any import
-# NeoFlow's libgomp and torch's bundled one each keep a thread pool; spinning
-# idle threads of one would steal the cores of the other.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from neoflow.zoo.benchmark import (LR, MOMENTUM, THREADS, interleaved_median_ms, pin_threads,
+                                   sizes_text)
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+# OMP_NUM_THREADS=2, OMP_WAIT_POLICY=PASSIVE: read when OpenMP starts, so
+# before torch is imported (NeoFlow's libgomp and torch's each keep a thread
+# pool; spinning idle threads of one would steal the cores of the other).
+pin_threads()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -56,10 +57,6 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 import neoflow as nf  # noqa: E402
 from neoflow import zoo  # noqa: E402
 from neoflow.graph.traffic import step_bytes  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from networks import (LR, MOMENTUM, THREADS, _interleaved_median_ms,  # noqa: E402
-                      _sizes_text)
 
 NETWORKS = ("lltm", "milstm", "sublstm", "scrnn", "lenet")
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -109,7 +106,7 @@ def bench_network(net, steps, preset="default", torch_compile=True):
     model = net.build(preset)
     batch = model.make_batch(np.random.default_rng(0))
     torch_batch = {k: torch.from_numpy(v) for k, v in batch.items()}
-    row = {"network": net.name, "kind": net.kind, "sizes": _sizes_text(model.sizes)}
+    row = {"network": net.name, "kind": net.kind, "sizes": sizes_text(model.sizes)}
     with nf.Trainer(model.loss, _sgd(), tuning="off") as fused, \
             nf.Trainer(model.loss, _sgd(), tuning="off", fusion=False) as unfused:
         for key, trainer in (("fused", fused), ("unfused", unfused)):
@@ -125,7 +122,7 @@ def bench_network(net, steps, preset="default", torch_compile=True):
                  "eager_ms": lambda: eager(torch_batch)}
         for fn in timed.values():
             fn()
-        row.update(_interleaved_median_ms(timed, steps))
+        row.update(interleaved_median_ms(timed, steps))
     return row
 
 

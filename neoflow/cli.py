@@ -1,4 +1,11 @@
-"""The `neoflow` command line: `neoflow demo`, `neoflow tune`, `neoflow db`.
+"""The `neoflow` command line: `neoflow demo`, `neoflow tune`, `neoflow db`,
+`neoflow bench`.
+
+Importing this module (and the modules of the subcommands it parses for)
+neither imports torch nor loads a generated library, so a subcommand still
+controls OpenMP before it starts: `neoflow bench` sets OMP_NUM_THREADS=2 and
+OMP_WAIT_POLICY=PASSIVE first thing (neoflow.zoo.benchmark.pin_threads);
+keep new top-level imports here free of torch and of building.
 
 Hands on: nothing; each subcommand calls the public API.
 """
@@ -7,6 +14,7 @@ import sys
 
 from .errors import NeoFlowError
 from .tune.commands import add_db_arguments, add_tune_arguments, run_db, run_tune
+from .zoo import commands as zoo_commands
 
 
 def _demo(args):
@@ -33,6 +41,10 @@ def main(argv=None):
     db = sub.add_parser("db", help="list or export the tuning database (JSON)")
     add_db_arguments(db)
     db.set_defaults(run=run_db)
+    bench = sub.add_parser("bench", help=zoo_commands.HELP,
+                           description=zoo_commands.DESCRIPTION)
+    zoo_commands.add_bench_arguments(bench)
+    bench.set_defaults(run=zoo_commands.run_bench_command)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()

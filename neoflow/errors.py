@@ -40,3 +40,18 @@ class CompilerNotFoundError(BuildError):
 
 class MissingDependencyError(NeoFlowError):
     """An optional Python package a feature needs is not installed."""
+
+
+def require(module, pip, needed_by):
+    """Import the optional package `module` and return it; when it is not
+    installed, raise MissingDependencyError naming it, what needs it and the
+    command that installs it.
+
+    >>> torch = require("torch", "pip install torch", "the zoo benchmark")  # doctest: +SKIP
+    """
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"{needed_by} needs the '{module}' Python package ({pip})") from e

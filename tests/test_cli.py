@@ -1,11 +1,15 @@
 """The `neoflow` command line."""
+import json
+import os
 import subprocess
 import sys
 
+import pytest
 
-def _neoflow(*args):
+
+def _neoflow(*args, env=None):
     return subprocess.run([sys.executable, "-m", "neoflow.cli", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
 
 
 def test_help_lists_the_commands():
@@ -22,3 +26,54 @@ def test_demo_quick_runs_and_agrees_with_the_references():
     for row in rows:
         err = float(next(tok for tok in row if "e-" in tok or "e+" in tok))
         assert err < 1e-4, row
+
+
+def test_bench_writes_the_report_with_passive_openmp(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    out = _neoflow("bench", "--networks", "lltm", "--preset", "small", "--steps", "2",
+                   "--no-compile", "--out", str(tmp_path), env=env)
+    assert out.returncode == 0, out.stderr
+    assert "[bench] lltm ..." in out.stdout
+    table = (tmp_path / "networks.md").read_text()
+    assert table.startswith("| network | kind |") and "| lltm | novel |" in table
+    assert "| n/a |" in table and "geometric mean, novel (1 networks)" in table
+    assert table in out.stdout
+    assert (tmp_path / "networks.png").read_bytes().startswith(b"\x89PNG")
+    report = json.loads((tmp_path / "networks.json").read_text())
+    assert report["rows"][0]["parity"] is True
+    assert (report["environment"]["omp_num_threads"],
+            report["environment"]["omp_wait_policy"]) == ("2", "PASSIVE")
+    assert f"written: {tmp_path / 'networks.md'}" in out.stdout
+
+
+def test_bench_reports_a_user_error_without_a_traceback(tmp_path):
+    out = _neoflow("bench", "--networks", "lstm", "--out", str(tmp_path))
+    assert out.returncode == 2
+    assert "neoflow bench: error: no network 'lstm' in the zoo" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_bench_reports_a_trainer_error_cleanly(monkeypatch, tmp_path, capsys):
+    from neoflow import cli
+    from neoflow.errors import NeoFlowError
+    from neoflow.zoo import benchmark
+
+    def failing_trainer(*args, tuning, **kwargs):
+        raise NeoFlowError(f"Trainer: tuning={tuning!r} is not available here")
+    monkeypatch.setattr(benchmark, "Trainer", failing_trainer)
+    for key, value in benchmark.THREAD_ENV.items():     # restored after the test
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", "--networks", "lltm", "--preset", "small", "--no-compile",
+                  "--tuning", "ahead", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert ("neoflow bench: error: Trainer: tuning='ahead' is not available here"
+            in capsys.readouterr().err)
+
+
+def test_importing_the_cli_leaves_openmp_unstarted():
+    # `neoflow bench` sets OMP_* before torch or a generated library loads OpenMP
+    code = "import sys, neoflow.cli; print(sorted({'torch', 'matplotlib'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -12,7 +12,7 @@ A network module hands three functions over the same keyword sizes to its
         p: {parameter name: torch tensor}, data: {input name: torch tensor}
     _make_batch(rng, dtype, **sizes) -> {input name: ndarray}
 
-Hands on: `Model`s, which the tests, bench/networks.py and users train.
+Hands on: `Model`s, which the tests, the benchmark (zoo.benchmark) and users train.
 """
 import functools
 

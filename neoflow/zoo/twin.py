@@ -5,7 +5,7 @@ torch.optim and torch.compile take it as they take any module.
 
 Imported only when a twin is asked for: NeoFlow itself does not need torch.
 
-Hands on: `TorchTwin` modules for the parity tests and bench/networks.py.
+Hands on: `TorchTwin` modules for the parity tests and the benchmark (zoo.benchmark).
 """
 import torch
 

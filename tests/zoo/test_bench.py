@@ -1,28 +1,52 @@
-"""bench/networks.py end to end at the small preset (no torch.compile, so it
-takes seconds): the report's rows, geometric means and files."""
+"""The zoo benchmark (neoflow.zoo.benchmark, neoflow.zoo.report) end to end
+at the small preset without torch.compile (seconds), through bench/networks.py
+so the script cannot rot: the report's rows, geometric means and files; and
+its checks of the networks asked for and of the optional packages."""
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "networks.py"
+from neoflow.errors import InputError, MissingDependencyError
+from neoflow.zoo import NETWORKS
+from neoflow.zoo.benchmark import QUICK, network_names, run_bench
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "networks.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_networks", BENCH)
+def script():
+    spec = importlib.util.spec_from_file_location("bench_networks", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_run_bench_writes_the_report(bench, tmp_path):
-    report = bench.run_bench(["lltm", "lenet"], steps=2, out_dir=tmp_path, preset="small",
-                             torch_compile=False, log=lambda *_: None)
+def test_the_script_writes_the_report(script, tmp_path, capsys):
+    report = script.main(["--networks", "lltm", "lenet", "--preset", "small", "--steps", "2",
+                          "--no-compile", "--out", str(tmp_path)])
     assert [r["network"] for r in report["rows"]] == ["lltm", "lenet"]
     assert all(r["parity"] for r in report["rows"])
     assert set(report["geomeans"]) == {"novel", "cnn", "all"}
     assert report["geomeans"]["novel"]["compile"] is None
     for path in report["files"].values():
         assert Path(path).stat().st_size > 0
-    assert "| lltm | novel |" in (tmp_path / "networks.md").read_text()
+    table = (tmp_path / "networks.md").read_text()
+    assert "| lltm | novel |" in table
+    out = capsys.readouterr().out
+    assert "[bench] lenet: NeoFlow" in out and table in out
+
+
+def test_network_names_expand_quick_and_all_and_reject_unknown_names():
+    assert network_names(["quick"]) == list(QUICK)
+    assert network_names(["lltm", "all"]) == ["lltm"] + [n for n in NETWORKS if n != "lltm"]
+    with pytest.raises(InputError, match="no network 'lstm'.*known: milstm"):
+        network_names(["lstm"])
+
+
+def test_a_missing_package_names_the_pip_command(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # makes its import fail
+    with pytest.raises(MissingDependencyError, match=r"'matplotlib'.*pip install matplotlib"):
+        run_bench(["lltm"], out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
