@@ -12,7 +12,9 @@ Per stage:
   and the tile itself; the rows come from an axis that contiguous operand
   does not depend on (matmul's i, conv's output channel), so each of its
   vector loads serves every row of the tile; when panels of that operand
-  serve many rows over a long reduction, it is packed first (GEMM's B);
+  serve many rows over a long reduction, it is packed first (GEMM's B),
+  and so is the operand the rows read (GEMM's A) when its panels serve
+  several tiles;
 * a reduction that no operand reads contiguously along its last output axis
   (dense's x[b, k] * W[j, k]): the same register blocking, with the
   operands indexed by that axis packed into panels along it first;
@@ -218,7 +220,8 @@ def _blocked(st, v, lanes, packed=None):
     unroll = {}
     if su is not None and len(inner) == 2 and uf >= 2:
         unroll[inner[0]] = uf
-    pack = packed if packed is not None else _panels(st, v, tile, u)
+    pack = (packed if packed is not None else _panels(st, v, tile, u)) + _row_panels(
+        st, v, tile, su)
     return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
                        vectorize=sv, unroll=unroll, cache_write=True, pack=pack)
 
@@ -236,6 +239,19 @@ def _panels(st, v, tile, u):
             if axis == sv and id(t) in contiguous]
 
 
+def _row_panels(st, v, tile, su):
+    """Pack the operands read along the row axis `su` of the register tile
+    (GEMM's A, a weight gradient's upstream gradient) into panels too, when
+    the reduction is long and each panel serves several vector tiles: the
+    rows' values of one reduction step then sit in one cache line instead
+    of one line per row."""
+    sv = f"s{v}"
+    if su is None or not tile[su] or not tile[sv] or math.prod(
+            a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or st.extent(sv) < 2 * tile[sv][0]:
+        return []
+    return [n for n, (_, axis, _) in enumerate(st.packable) if axis == su]
+
+
 def _channel_panel(st, v, lanes):
     """For a convolution-like reduction (a window, or a 1x1 conv over a small
     image) whose contiguous axis is short or missing (v None: a strided conv reads no
@@ -245,7 +261,8 @@ def _channel_panel(st, v, lanes):
     output points share the panel (not a batch norm's per-channel sums);
     else None."""
     if math.prod(a.extent for a in st.reduce_axes) < 2 * lanes or (
-            v is not None and st.spatial[v].extent >= WINDOW_MIN_WIDTH):
+            st.spatial[v].extent >= WINDOW_MIN_WIDTH if v is not None
+            else len(st.reduce_axes) < 2):   # no window: a dense layer, packed transposed
         return None
     last = f"s{len(st.spatial) - 1}"
     for n, (t, axis, _) in enumerate(st.packable):

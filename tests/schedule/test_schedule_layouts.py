@@ -15,7 +15,7 @@ def randn(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def test_default_gemm_packs_its_contiguous_operand():
+def test_default_gemm_packs_both_operands():
     a, b = nf.placeholder((64, 80), name="a"), nf.placeholder((80, 72), name="b")
     k = nf.reduce_axis(80, name="k")
     c = nf.compute((64, 72), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k))
@@ -23,7 +23,7 @@ def test_default_gemm_packs_its_contiguous_operand():
     st = Stage(c)
     assert [(t.name, axis, dim) for t, axis, dim in st.packable] == [("a", "s0", 0),
                                                                      ("b", "s1", 1)]
-    assert f.configs[0].stages[0].pack == [1]
+    assert f.configs[0].stages[0].pack == [1, 0]      # B's column panels, then A's row panels
     av, bv = randn(64, 80), randn(80, 72)
     np.testing.assert_allclose(f(av, bv), av @ bv, rtol=1e-4, atol=1e-4)
 
