@@ -28,7 +28,7 @@ kernels) and a fused `TrainingGraph`.
 """
 import math
 
-from ..te.arith import is_index_expr
+from ..te.arith import is_index_expr, linear_form
 from ..te.expr import Read, Reduce, Select
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
@@ -146,6 +146,12 @@ def fuse(outputs, keep=(), fusion=True):
     return part
 
 
+def _reshapes(t):
+    """Whether compute `t` reads with an index that is not affine (flatten, view)."""
+    return any(linear_form(i) is None for r in post_order(t.op.body) if isinstance(r, Read)
+               for i in r.indices)
+
+
 def _reads_of(t):
     return _unique([r.tensor for r in post_order(t.op.body) if isinstance(r, Read)])
 
@@ -178,6 +184,9 @@ def _decide(t, nt, consumers, kept, fusion):
     size = math.prod(t.shape)
     evals = sum(e for _, e, _ in consumers)
     if pe == 0:
+        if _reshapes(nt) and any(e > math.prod(c.shape) for c, e, _ in consumers):
+            return False, ("a reshape (// or % in its indices) read inside a reduction: "
+                           "kept, so the reduction reads a contiguous copy")
         return True, "pure data movement (0 flops per element)"
     if any(padded for _, _, padded in consumers):
         return False, ("read under a padding test in a reduction: kept, so the window "

@@ -22,6 +22,8 @@ Per stage:
   window): the same register blocking across the output channels instead,
   with the weights packed into channel panels (two vectors of channels by a
   few output points);
+* a reduction over a small window read with strides (max_pool2d with
+  stride 2): the reduce loops around a vector of output points;
 * any other reduction: reduce loops innermost into a scalar (vectorised
   as a SIMD reduction over a unit-stride axis).
 Small stages run on one thread.
@@ -44,6 +46,7 @@ PARALLEL_MIN_CHUNKS = 64  # outer loops an elementwise stage fuses into its para
 WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
+SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
 
 
 def default_config(kernel):
@@ -69,6 +72,8 @@ def _stage_default(st):
             sc = _channel_blocked(st, channels, lanes)
         elif transposed is not None:
             sc = _blocked(st, len(st.spatial) - 1, lanes, packed=transposed)
+        elif v is None and _small_window(st, lanes):
+            sc = _blocked(st, len(st.spatial) - 1, lanes)
         else:
             sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
         sc.pad = list(range(len(st.paddable)))
@@ -133,6 +138,15 @@ def _transposed_panel(st, lanes):
             a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or _reuse(st, last) < lanes:
         return None
     return [n for n, (_, axis, _) in enumerate(st.packable) if axis == last] or None
+
+
+def _small_window(st, lanes):
+    """A reduction over a few points (a strided pooling window) whose output
+    rows are long enough to vectorise across, strided reads and all, and
+    whose range does not depend on the output point (no `where=`, which
+    tightens the reduce loops when they run inside)."""
+    return (st.spatial and st.spatial[-1].extent >= lanes and st.reduction.cond is None
+            and math.prod(a.extent for a in st.reduce_axes) <= SMALL_WINDOW)
 
 
 def _reuse(st, axis):

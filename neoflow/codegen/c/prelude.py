@@ -20,16 +20,18 @@ static inline {t} nf_min_{s}({t} a, {t} b) {{ return a < b ? a : b; }}
 static inline {t} nf_abs_{s}({t} a) {{ return a < 0 ? ({t})(0u - ({u})a) : a; }}
 """
 
+# max/min propagate NaN like nf.evaluate; both they and nf_blend (a select
+# evaluating both sides) pick bits without a branch, so loops over them vectorise.
 _FLOAT = """\
-static inline {t} nf_max_{s}({t} a, {t} b) {{ return (a > b || a != a) ? a : b; }}
-static inline {t} nf_min_{s}({t} a, {t} b) {{ return (a < b || a != a) ? a : b; }}
-static inline {t} nf_mod_{s}({t} a, {t} b) {{ return a - floor{f}(a / b) * b; }}
 static inline {t} nf_blend_{s}(int c, {t} a, {t} b) {{
     union {{ {t} f; {u} u; }} x = {{a}}, y = {{b}}, r;
     {u} m = -({u})(c != 0);
     r.u = (x.u & m) | (y.u & ~m);
     return r.f;
 }}
+static inline {t} nf_max_{s}({t} a, {t} b) {{ return nf_blend_{s}((a > b) | (a != a), a, b); }}
+static inline {t} nf_min_{s}({t} a, {t} b) {{ return nf_blend_{s}((a < b) | (a != a), a, b); }}
+static inline {t} nf_mod_{s}({t} a, {t} b) {{ return a - floor{f}(a / b) * b; }}
 """
 
 # glibc's vector math library (libmvec, linked through -lm) has SIMD versions
