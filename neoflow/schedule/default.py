@@ -279,28 +279,42 @@ def _channel_panel(st, v, lanes):
             else len(st.reduce_axes) < 2):   # no window: a dense layer, packed transposed
         return None
     last = f"s{len(st.spatial) - 1}"
-    for n, (t, axis, _) in enumerate(st.packable):
-        if axis != last and st.extent(axis) % (2 * lanes) == 0 and _reuse(st, axis) > 1:
-            return n
-    return None
+    fits = [n for n, (t, axis, _) in enumerate(st.packable)
+            if axis != last and st.extent(axis) % (2 * lanes) == 0 and _reuse(st, axis) > 1]
+    # the widest axis: the channels, not a batch that also divides into vectors
+    return max(fits, key=lambda n: st.extent(st.packable[n][1]), default=None)
 
 
 def _channel_blocked(st, n, lanes):
     """Register tile: two vectors of the packed operand's axis (channels) by
-    a few points of the contiguous axis, reduce loops outside it."""
+    a few points of a row axis -- the last one, unless the reduction's
+    `where=` range depends on it (a strided conv's input gradient), then the
+    widest one it does not depend on -- reduce loops outside the tile."""
     tensor, sc_axis, _ = st.packable[n]
-    sv = f"s{len(st.spatial) - 1}"
     tile = _unsplit(st)
-    _, rows = _register_tile(2 * lanes, st.extent(sv), lanes)
     tile[sc_axis] = [2 * lanes]
-    if rows < st.extent(sv):
-        tile[sv] = [rows]
+    sv = _channel_rows(st, sc_axis)
+    rows = 1
+    if sv is not None:
+        _, rows = _register_tile(2 * lanes, st.extent(sv), lanes)
+        if rows < st.extent(sv):
+            tile[sv] = [rows]
     outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]
-    inner = [f"{sv}.{len(tile[sv])}", f"{sc_axis}.1"]
+    inner = ([] if sv is None else [f"{sv}.{len(tile[sv])}"]) + [f"{sc_axis}.1"]
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
     return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
                        vectorize=sc_axis, unroll={inner[0]: rows} if rows >= 2 else {},
                        cache_write=True, pack=[n])
+
+
+def _channel_rows(st, sc_axis):
+    """The row axis of a channel-blocked tile (see _channel_blocked), or None."""
+    bound = {id(v) for v in free_vars(st.reduction.cond)} if st.reduction.cond is not None else set()
+    free = [d for d, a in enumerate(st.spatial) if f"s{d}" != sc_axis and id(a) not in bound]
+    last = len(st.spatial) - 1
+    if not free:
+        return None
+    return f"s{last}" if last in free else f"s{max(free, key=lambda d: st.spatial[d].extent)}"
 
 
 def _rowwise(st):
