@@ -135,7 +135,7 @@ def _transposed_panel(st, lanes):
     split into register tiles, or the reduction too short to pay for the copy."""
     last = f"s{len(st.spatial) - 1}"
     if not st.spatial or st.extent(last) <= 2 * lanes or math.prod(
-            a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or _reuse(st, last) < lanes:
+            a.extent for a in st.reduce_axes) < 2 * lanes or _reuse(st, last) < lanes:
         return None
     return [n for n, (_, axis, _) in enumerate(st.packable) if axis == last] or None
 
