@@ -161,8 +161,9 @@ def _pads(cond, read):
 
 
 def _pack_place(read, spatial):
-    """(axis name, dimension) if exactly one index of `read` is exactly a
-    spatial axis that no other index uses, all indices affine; else None."""
+    """(axis name, dimension) of the first index of `read` that is exactly a
+    spatial axis no other index uses (a capsule weight W[o, c, r, s, k, j]:
+    o), all indices affine; else None."""
     forms = [linear_form(i) for i in read.indices]
     if any(f is None for f in forms):
         return None
@@ -173,7 +174,7 @@ def _pack_place(read, spatial):
             if coef == 1 and id(var) in spatial and not any(
                     var in g.terms for n, g in enumerate(forms) if n != d):
                 found.append((spatial[id(var)], d))
-    return found[-1] if len(found) == 1 else None
+    return found[0] if found else None
 
 
 def _main_reduction(tensor):
