@@ -14,7 +14,7 @@ from .autodiff import grad
 from .te.flops import flops
 from . import nn
 from . import optim
-from .runtime import Trainer
+from .runtime import Trainer, TuningOptions
 from .graph.explain import explain
 from .tune import tune  # the function; the stage's other names: neoflow.tune.<module>
 

@@ -50,6 +50,19 @@ class CompiledLibrary:
         function.restype = restype
         return function
 
+    def array(self, name: str, ctype: Any, length: int) -> Any:
+        """The exported C array `name` of `length` `ctype`s, as a writable ctypes array
+        over the library's own memory.
+
+        >>> table = lib.array("nf_kernel_table", ctypes.c_void_p, 3)   # doctest: +SKIP
+        >>> table[0]                                                  # doctest: +SKIP
+        140234023020
+        """
+        try:
+            return (ctype * length).in_dll(self._cdll, name)
+        except ValueError:
+            raise BuildError(f"{self.path} exports no array {name!r}") from None
+
     def __repr__(self) -> str:
         return f"CompiledLibrary({str(self.path)!r})"
 

@@ -6,7 +6,8 @@ right shape and dtype per tensor (at its planned arena offset). A backend turns
 the kernels into one step program over those views; the executor runs it,
 then copies the values of aliases that could not be done in place.
 
-Hands on: `Executor.step()`, and `buffer(t)` — the live array of tensor `t`.
+Hands on: `Executor.step()` (optionally timing each kernel), and
+`buffer(t)` — the live array of tensor `t`.
 """
 import numpy as np
 
@@ -57,8 +58,11 @@ class Executor:
         """The array that holds tensor `t` during and between steps."""
         return self.views[id(t)]
 
-    def step(self):
-        """Run every kernel once, then finish the aliases done by copy."""
-        self.program()
+    def step(self, profile=False):
+        """Run every kernel once, then finish the aliases done by copy.
+        `profile=True` (native programs) runs the kernels one by one and
+        returns the seconds each took."""
+        times = self.program.profile() if profile else self.program()
         for target, value in self.copies:
             np.copyto(target, value)
+        return times

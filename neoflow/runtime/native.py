@@ -1,36 +1,135 @@
-"""The native execution backend: the whole training step as one generated C
-function over the planned buffers, called once per step.
+"""The native execution backend: the training step as generated C over the
+planned buffers, one native call per step, with kernels that can be
+replaced between steps.
 
 Every kernel output is passed in as an argument (none is a temporary of the
 generated entry), so the buffer plan decides every address: arena memory is
 reused across kernels and in-place updates receive their target's buffer as
-output. The pointer array is built once; a step is one ctypes call.
+output. The kernels, each under the best schedule the tuning database
+knows for it (else the default), are shared out among a few C files of
+about equal size (twice as many as cores: one compiler subprocess each, all
+at once from a thread pool); the step entry (`generate_entry`) calls kernel
+n through its table entry n, into which the address of kernel n's code --
+read from the table of the library that holds it -- is written.
+
+Hot swap: `NativeStep.prepare(n, config)` (any thread) compiles kernel n
+under another schedule into a library of its own (the source the tuner
+measured, so usually a cache hit) with the same parameters;
+`NativeStep.swap(candidate)` (the training thread, between two steps)
+writes its address into the table. Loaded libraries are never unloaded
+(build.library keeps them), so every address the table ever held stays
+valid. `NativeStep.profile()` runs one step kernel by kernel and times each.
+`openmp_threads(n)` sets how many threads the kernels use (the trainer
+leaves cores to the background tuner's workers while they run).
 
 Hands on: a step program and forward functions for the executor.
 """
 import ctypes
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..api import BuiltFunction
-from ..build import compile_c
-from ..codegen.c import ENTRY, generate_c
+from ..build import CompiledLibrary, compile_c
+from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
+from ..schedule.loop_ir import Program
+from ..schedule.lower import lower_kernel
+from ..tune.database import best_configs
 
-def compile_kernels(kernels, inputs, outputs, computed, aliased=()):
-    """A BuiltFunction running `kernels` with every tensor in `computed` passed in;
-    kernels whose indices are in `aliased` write over memory they read."""
-    configs = [default_config(k) for k in kernels]
+
+OPENMP_RUNTIMES = ("libgomp.so.1", "libomp.so", "libomp.so.5")
+
+
+def openmp_threads(n):
+    """Let the parallel loops of kernels started from this thread use `n`
+    threads; returns the number before, or None when no kernel loaded an
+    OpenMP runtime (then every kernel runs on one thread anyway).
+
+    >>> before = openmp_threads(1); step(); openmp_threads(before)   # doctest: +SKIP
+    """
+    for name in OPENMP_RUNTIMES:
+        try:
+            runtime = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        before = runtime.omp_get_max_threads()
+        runtime.omp_set_num_threads(int(n))
+        return before
+    return None
+
+
+def compile_kernels(kernels, inputs, outputs, computed, configs):
+    """A BuiltFunction running `kernels` (scheduled by `configs`) with every
+    tensor in `computed` passed in."""
     program = lower_program(kernels, configs, inputs, computed)
-    source = generate_c(program, aliased)
-    library = compile_c(source)
+    source = generate_c(program)
     return BuiltFunction(outputs, False, inputs, computed, kernels, configs, program, source,
-                         library, None)
+                         compile_c(source), None)
+
+
+def compile_sources(sources, jobs=None):
+    """Compile C `sources` at once (`jobs` compilers, default one per core);
+    the loaded libraries, in order. Equal sources are compiled once.
+
+    >>> a, b = compile_sources(["int f(void) { return 1; }", "int g(void) { return 2; }"])
+    """
+    unique = list(dict.fromkeys(sources))
+    workers = max(1, min(len(unique), jobs or os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        built = dict(zip(unique, pool.map(compile_c, unique)))
+    return [built[s] for s in sources]
+
+
+def kernels_source(funcs, aliased):
+    """The C of lowered kernels `funcs` together (table entry j is funcs[j]);
+    `aliased[j]`: kernel j's inputs and outputs may overlap (no `restrict`).
+
+    >>> src = kernels_source([lower_kernel(k, default_config(k), [])], [False])  # doctest: +SKIP
+    """
+    program = Program(funcs, [f.inputs + f.outputs for f in funcs],
+                      [b for f in funcs for b in f.inputs], [b for f in funcs for b in f.outputs],
+                      [], [])
+    return generate_c(program, {j for j, a in enumerate(aliased) if a})
+
+
+def share_out(sizes, count):
+    """Indices 0..len(sizes)-1 in `count` groups of about equal summed size
+    (largest first into the lightest group), each in order; no empty group.
+
+    >>> share_out([5, 1, 1, 3], 2)
+    [[0], [1, 2, 3]]
+    """
+    groups, loads = [[] for _ in range(count)], [0] * count
+    for n in sorted(range(len(sizes)), key=lambda n: -sizes[n]):
+        g = loads.index(min(loads))
+        groups[g].append(n)
+        loads[g] += sizes[n]
+    return [sorted(g) for g in groups if g]
+
+
+@dataclass
+class Candidate:
+    """Kernel `index` compiled under `config` (entry `slot` of `library`'s
+    kernel table), ready to be swapped in.
+
+    >>> candidate = step.prepare(3, config); step.swap(candidate)   # doctest: +SKIP
+    """
+    index: int
+    config: object
+    library: CompiledLibrary
+    slot: int = 0
 
 
 class NativeBackend:
-    """Runs kernels as generated C (default schedules).
+    """Runs kernels as generated C, each under its schedule in `tuned`
+    ({kernel key: Config}), else the best the tuning database knows
+    (`database`: as for `best_configs`; False for none), else the default.
 
     >>> step = NativeBackend().program(kernels, views)       # doctest: +SKIP
     >>> step()                                               # doctest: +SKIP
@@ -38,8 +137,45 @@ class NativeBackend:
 
     name = "native"
 
+    def __init__(self, target="cpu", database=None, jobs=None, tuned=None):
+        self.target, self.database, self.jobs = target, database, jobs
+        self.tuned = dict(tuned or {})
+
+    def found(self, kernels):
+        """Per kernel: its Config from `tuned` or the database, else None."""
+        stored = best_configs(kernels, self.target, self.database)
+        return [self.tuned.get(k.key) or c for k, c in zip(kernels, stored)]
+
     def program(self, kernels, views):
-        """A callable running `kernels` in order over `views` ({id(tensor): ndarray})."""
+        """A NativeStep running `kernels` in order over `views` ({id(tensor): ndarray})."""
+        return NativeStep(kernels, views, self.found(kernels), self.jobs)
+
+    def function(self, outputs, inputs):
+        """A callable(*arrays) -> tuple of fresh arrays computing `outputs`."""
+        computed = []
+        for t in outputs:
+            if t.is_compute and all(t is not c for c in computed):
+                computed.append(t)
+        kernels = kernels_for(computed)
+        configs = [c or default_config(k) for c, k in zip(self.found(kernels), kernels)]
+        return compile_kernels(kernels, list(inputs), list(outputs), computed, configs)
+
+
+class NativeStep:
+    """The compiled step: calling it runs every kernel once (one native call).
+
+    `found[n]` is kernel n's Config from the database, or None (default
+    schedule); `configs` holds the schedule each kernel runs now and
+    `from_database` which came from the database.
+
+    >>> step = NativeStep(kernels, views, [None] * len(kernels))  # doctest: +SKIP
+    >>> step(); step.configs[0]                                   # doctest: +SKIP
+    """
+
+    def __init__(self, kernels, views, found, jobs=None):
+        self.kernels = list(kernels)
+        self.configs = [c or default_config(k) for c, k in zip(found, kernels)]
+        self.from_database = [c is not None for c in found]
         produced = {id(t) for k in kernels for t in k.outputs}
         leaves, seen = [], set()
         for k in kernels:
@@ -48,26 +184,84 @@ class NativeBackend:
                     seen.add(id(t))
                     leaves.append(t)
         outputs = [t for k in kernels for t in k.outputs]
-        aliased = {n for n, k in enumerate(kernels)
-                   if any(np.may_share_memory(views[id(a)], views[id(b)])
-                          for a in k.inputs for b in k.outputs)}
-        fn = compile_kernels(kernels, leaves, outputs, outputs, aliased)
-        entry = fn.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
-        pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
+        self._aliased = [any(np.may_share_memory(views[id(a)], views[id(b)])
+                             for a in k.inputs for b in k.outputs) for k in kernels]
+        program = lower_program(kernels, self.configs, leaves, outputs)
+        self._sites_lock = threading.Lock()   # candidates number their checked reads in turn
+        self._program = program
+        sizes = [len(kernels_source([f], [a])) for f, a in zip(program.kernels, self._aliased)]
+        groups = share_out(sizes, 2 * (jobs or os.cpu_count() or 1))
+        sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
+                   for g in groups]
+        entry_source = generate_entry(program)
+        libraries = compile_sources(sources + [entry_source], jobs)
+        entry_library = libraries.pop()
+        self._errors = BuiltFunction(outputs, False, leaves, outputs, kernels, self.configs,
+                                     program, entry_source, entry_library, None)
+        self._entry = entry_library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
+        self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(kernels)))
+        self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])
-        err = (ctypes.c_int64 * 2)()
+        self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data) for t in k.inputs + k.outputs]
+                      for k in kernels]
+        self._err = (ctypes.c_int64 * 2)()
+        self._calls = [None] * len(kernels)
+        self._running = [None] * len(kernels)   # the Candidate each table entry points into
+        for group, library in zip(groups, libraries):
+            for slot, n in enumerate(group):
+                self._install(Candidate(n, self.configs[n], library, slot))
 
-        def run():
-            if entry(pointers, err):
-                code, index = err[0], err[1]
-                err[0] = err[1] = 0
-                fn._raise(code, index)  # the OutOfBounds/Memory error nf.build raises
-        return run
+    def __call__(self):
+        """Run one step."""
+        if self._entry(self._pointers, self._err):
+            self._raise()
 
-    def function(self, outputs, inputs):
-        """A callable(*arrays) -> tuple of fresh arrays computing `outputs`."""
-        computed = []
-        for t in outputs:
-            if t.is_compute and all(t is not c for c in computed):
-                computed.append(t)
-        return compile_kernels(kernels_for(computed), list(inputs), list(outputs), computed)
+    def profile(self):
+        """Run one step kernel by kernel; the seconds each kernel took, in order.
+
+        >>> seconds = step.profile()             # doctest: +SKIP
+        """
+        err, times = self._err, []
+        for call, args in zip(self._calls, self._args):
+            t0 = time.perf_counter()
+            call(*args, err)
+            times.append(time.perf_counter() - t0)
+            if err[0]:
+                self._raise()
+        return times
+
+    def prepare(self, index, config):
+        """Kernel `index` compiled under `config` (a Candidate for `swap`);
+        safe to call from any thread while steps run.
+
+        >>> candidate = step.prepare(0, sample_config(step.kernels[0], 1))   # doctest: +SKIP
+        """
+        with self._sites_lock:
+            func = lower_kernel(self.kernels[index], config, self._program.sites)
+        return Candidate(index, config, compile_c(kernels_source([func], [self._aliased[index]])))
+
+    def swap(self, candidate):
+        """Run `candidate` from the next step on; returns the Candidate it
+        replaces (swap that back to undo). Call it between steps, from the
+        thread that runs them.
+
+        >>> old = step.swap(step.prepare(0, config))   # doctest: +SKIP
+        """
+        old = self._running[candidate.index]
+        self._install(candidate)
+        self.from_database[candidate.index] = False
+        return old
+
+    def _install(self, candidate):
+        n, slot = candidate.index, candidate.slot
+        address = candidate.library.array(TABLE, ctypes.c_void_p, slot + 1)[slot]
+        arity = len(self._args[n]) + 1
+        self._calls[n] = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arity)(address)
+        self._running[n] = candidate       # keeps its library loaded while in the table
+        self.configs[n] = candidate.config
+        self._table[n] = address
+
+    def _raise(self):
+        code, index = self._err[0], self._err[1]
+        self._err[0] = self._err[1] = 0
+        self._errors._raise(code, index)  # the OutOfBounds/Memory error nf.build raises

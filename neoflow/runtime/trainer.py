@@ -2,17 +2,30 @@
 
 At construction the trainer builds the training graph (graph.training),
 plans its buffers (graph.memory), initialises the parameters and compiles
-the step through an execution backend (the executor). `step(feed)` copies
-the batch into the input buffers, sets the optimizer's per-step scalars,
-runs the step, checks the loss and returns it.
+the step through an execution backend (the executor), each kernel under the
+best schedule the tuning database knows. `step(feed)` first swaps in the
+kernels the background tuner has made ready, then copies the batch into
+the input buffers, sets the optimizer's per-step scalars, runs the step,
+checks the loss and returns it. Steps 2 and 3 run kernel by kernel to
+measure each one's share of the step time; so do the four after a swap,
+which run the new and the replaced kernels in turn: a new kernel slower in
+the step than the one it replaced (the tuner measured it alone) is
+swapped back. With
+tuning="background" the tuner (runtime.background) then starts on the
+largest shares; with "ahead" it has run to its budget before the step is
+compiled, and its results are swapped in (and checked) like the tuner's.
 
 Hands on: the public `Trainer` (API.md, "Training").
 """
 import math
+import os
+import queue
+import sqlite3
 import statistics
 import time
 import warnings
 from collections import deque
+from contextlib import closing
 
 import numpy as np
 
@@ -24,8 +37,14 @@ from ..te import Tensor
 from ..te.feed import as_input_array
 from ..te.tensor import ParameterOp, PlaceholderOp
 from ..te.visit import topo_tensors
+from ..tune.database import Database, DatabaseWarning, best_configs
+from ..tune.hardware import detect
+from ..tune.progress import Progress
+from ..tune.tuner import estimated_shares
 from . import checkpoint
+from .background import BackgroundTuner, TuningOptions, database_path
 from .executor import Executor
+from .native import openmp_threads
 from .feeds import check_feed
 from .init import initial_value
 from .reference import ReferenceBackend
@@ -34,6 +53,10 @@ TUNING = ("off", "background", "ahead")
 NAN_CHECKS = ("warn", "error", "off")
 BACKENDS = ("auto", "native", "reference")
 RECENT_STEPS = 50  # steps the median "step_ms" is taken over
+PROFILE_STEPS = 2  # steps timed kernel by kernel from step 2
+CHECK_STEPS = 4    # steps after a swap, timed kernel by kernel: new, replaced, new, replaced
+REVERT_SLOWER = 1.1  # a swapped-in kernel this much slower in the step is swapped back
+HISTORY = 20000    # (time, ms) points kept in "step_history"; beyond, every other is dropped
 
 
 class NonFiniteLossError(NeoFlowError):
@@ -55,6 +78,11 @@ class Trainer:
     (generated code), "reference" (nf.evaluate; exact and slow) or "auto".
     `fusion=False` runs one kernel per compute (no inlining; for debugging);
     `nf.explain(trainer)` lists the kernels and the fusion decisions.
+    `tuning`: "off" (the database's schedules, else defaults), "background"
+    (train at once; tuned kernels swapped in between steps) or "ahead"
+    (tune to a budget, then train); `tuning_options`: an nf.TuningOptions
+    (workers, budget, trials per kernel); `progress=True` shows a live line
+    (step, loss, ms/step, kernels tuned / total).
 
     >>> with nf.Trainer(loss, optimizer=nf.optim.SGD(lr=0.1), tuning="off") as trainer:
     ...     for xb, yb in batches:
@@ -62,9 +90,14 @@ class Trainer:
     """
 
     def __init__(self, loss, optimizer, target="cpu", tuning="off", database=None, seed=0,
-                 nan_check="warn", backend="auto", fusion=True):
+                 nan_check="warn", backend="auto", fusion=True, *, tuning_options=None,
+                 progress=False):
         started = time.perf_counter()
-        _check_options(target, tuning, nan_check, backend)
+        self._started = started
+        self._closed, self._tuner, self._bar = False, None, None
+        self._threads_before = None     # OpenMP threads to restore after background tuning
+        options = tuning_options if tuning_options is not None else TuningOptions()
+        _check_options(target, tuning, nan_check, backend, options)
         self.target, self.tuning, self.database = target, tuning, database
         self.nan_check, self.seed = nan_check, seed
         self.fusion = bool(fusion)
@@ -73,7 +106,24 @@ class Trainer:
         self.optimizer = optimizer
         self.kernels = self.partition.kernels
         self.plan = plan_buffers(self.graph, self.kernels)
-        self._backend = _make_backend(backend)
+        self._ready = queue.Queue()     # Candidates compiled by the tuner, swapped in by step()
+        self._tuning_s = 0.0
+        lookup, start = database, {}
+        self._db_path = None
+        if tuning != "off":
+            path = self._db_path = database_path(database)
+            lookup = path if path is not None else False
+            self._tuner = self._make_tuner(path, options, tuning, progress)
+        if tuning == "ahead":   # start from the schedules before tuning; swap the tuned in
+            found = best_configs(self.kernels, target, lookup)
+            start = {k.key: c for k, c in zip(self.kernels, found) if c is not None}
+            lookup = False
+            self._tune_ahead()
+        self._backend = _make_backend(backend, target, lookup, start)
+        if tuning != "off" and self._backend.name != "native":
+            self._tuner.close()
+            raise NeoFlowError(f"Trainer: tuning={tuning!r} needs the native backend (a C "
+                               "compiler); use tuning='off' with the reference backend")
         self._executor = Executor(self.graph, self.kernels, self.plan, self._backend)
         self._params = {p.name: p for p in self.graph.params + self.graph.frozen}
         self._state = {t.name: t for slots in self.graph.state.values() for t in slots.values()}
@@ -84,10 +134,53 @@ class Trainer:
         self._forward = {}
         self._steps = 0
         self._step_times = deque(maxlen=RECENT_STEPS)
-        self._started = started
-        self._compile_s = time.perf_counter() - started
+        self._history, self._history_every = [], 1
+        self._profile_left, self._profile = PROFILE_STEPS, None
+        self._kernel_s = None
+        self._swaps, self._swap_times = 0, []
+        self._checks, self._reverts = {}, 0   # index -> [replaced, new, times of each]
+        self._compile_s = time.perf_counter() - started - self._tuning_s
         self._first_step_s = None
-        self._closed = False
+        if progress:
+            self._bar = Progress(None, "training", unit="step")
+        if tuning == "ahead":
+            for key, config in self._tuner.results.items():
+                self._compile_swap(key, config)
+
+    def _make_tuner(self, path, options, tuning, progress):
+        unique = list({k.key: k for k in self.kernels}.values())
+        workers = options.worker_count()
+        if tuning == "ahead":   # nothing else runs: the workers share the cores for compiling
+            bar = Progress(None, "tuning ahead", enabled=progress)
+            return BackgroundTuner(unique, path, options, self.target,
+                                   jobs=max(1, (os.cpu_count() or 1) // workers), progress=bar)
+        return BackgroundTuner(unique, path, options, self.target, jobs=1,
+                               on_result=self._compile_swap)
+
+    def _tune_ahead(self):
+        """Tune every kernel to the budget (order and shares by the analytic
+        estimate); the results are in the tuner's `results`."""
+        t0 = time.perf_counter()
+        tuner = self._tuner
+        kernels = list(tuner.kernels.values())
+        try:
+            tuner.start(dict(zip(tuner.kernels, estimated_shares(kernels, detect()))))
+            tuner.wait()
+        except BaseException:
+            tuner.close()
+            raise
+        finally:
+            if tuner.progress is not None:
+                tuner.progress.close()
+        self._tuning_s = time.perf_counter() - t0
+
+    def _compile_swap(self, key, config):
+        """(A tuner thread, or construction with "ahead".) Compile the
+        kernels of `key` under `config` and queue them for step() to swap in."""
+        step = self._executor.program
+        for n, kernel in enumerate(self.kernels):
+            if kernel.key == key and step.configs[n].to_json() != config.to_json():
+                self._ready.put(step.prepare(n, config))
 
     # -- training ----------------------------------------------------------
     def step(self, feed):
@@ -101,24 +194,131 @@ class Trainer:
         t0 = time.perf_counter()
         ex, graph = self._executor, self.graph
         values = check_feed(feed, graph.inputs, graph.inputs, "step")
+        self._apply_swaps(t0)
+        self._share_cores()
         for t in graph.inputs:
             np.copyto(ex.buffer(t), values[id(t)])
         self._steps += 1
         scalars = self.optimizer.scalar_values(self._steps)
         for (name, _), t in graph.scalars.items():
             ex.buffer(t)[...] = scalars[name]
-        ex.step()
+        profile = self._steps > 1 and self._profile_left > 0 and self._backend.name == "native"
+        if profile:
+            self._check_phase()
+        times = ex.step(profile=profile)
         loss = float(ex.buffer(graph.loss))
         done = time.perf_counter()
-        self._step_times.append(done - t0)
-        if self._first_step_s is None:
-            self._first_step_s = done - self._started
+        if profile:
+            self._record_profile(times)
+        self._record_time(t0, done, loss)
         if not math.isfinite(loss) and self.nan_check != "off":
             message = f"step {self._steps}: the loss '{graph.loss.name}' is {loss}"
             if self.nan_check == "error":
                 raise NonFiniteLossError(message + " (the step's update has been applied)")
             warnings.warn(message, NonFiniteLossWarning, stacklevel=2)
         return loss
+
+    def _apply_swaps(self, now):
+        """Swap in every kernel the tuner has made ready (between two steps),
+        once the kernels running have been profiled (to compare with)."""
+        if self._kernel_s is None:
+            return
+        step, swapped = self._executor.program, 0
+        while True:
+            try:
+                candidate = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            old = step.swap(candidate)
+            check = self._checks.get(candidate.index)
+            if check is None:
+                self._checks[candidate.index] = [old, candidate, [], []]
+            else:
+                check[1:] = [candidate, [], []]
+            swapped += 1
+        if swapped:
+            self._swaps += swapped
+            self._swap_times.append(now - self._started)
+            self._profile_left, self._profile = CHECK_STEPS, None
+
+    def _check_phase(self):
+        """On a checking step, run the new kernels (even count left) or the
+        ones they replaced (odd)."""
+        step, new = self._executor.program, self._profile_left % 2 == 0
+        for old, candidate, _, _ in self._checks.values():
+            step.swap(candidate if new else old)
+
+    def _share_cores(self):
+        """While the background tuner works, run kernels on the cores its
+        workers leave free; give them all back when it is done."""
+        tuner = self._tuner
+        busy = (self.tuning == "background" and tuner.started_at is not None
+                and not tuner.done)
+        if busy and self._threads_before is None:
+            cores = os.cpu_count() or 1
+            self._threads_before = openmp_threads(max(1, cores - tuner.options.worker_count()))
+            self._threads_before = self._threads_before or 0
+        elif not busy and self._threads_before:
+            openmp_threads(self._threads_before)
+            self._threads_before = None
+
+    def _record_profile(self, times):
+        """Keep each kernel's fastest time over the profiled steps; when they
+        are done, start the background tuner on the largest shares."""
+        new = self._profile_left % 2 == 0
+        for n, check in self._checks.items():
+            check[3 if new else 2].append(times[n])
+        self._profile = times if self._profile is None else list(map(min, self._profile, times))
+        self._profile_left -= 1
+        if self._profile_left:
+            return
+        self._kernel_s = self._profile
+        self._settle_checks()
+        tuner = self._tuner
+        if self.tuning == "background" and tuner.started_at is None:
+            shares = {}
+            for kernel, seconds in zip(self.kernels, self._kernel_s):
+                shares[kernel.key] = shares.get(kernel.key, 0.0) + seconds
+            tuner.start(shares)
+
+    def _settle_checks(self):
+        """Keep each new kernel unless it ran slower in the checking steps
+        than the one it replaced (fastest time of each); then that one runs."""
+        step = self._executor.program
+        for n, (old, candidate, old_s, new_s) in self._checks.items():
+            keep = min(new_s) <= min(old_s) * REVERT_SLOWER
+            step.swap(candidate if keep else old)
+            self._kernel_s[n] = min(new_s if keep else old_s)
+            self._reverts += not keep
+            if not keep:
+                self._forget(self.kernels[n].key)
+        self._checks = {}
+
+    def _forget(self, key):
+        """Drop the database's best schedule of kernel `key`: it lost inside
+        the step, so later runs should not start from it."""
+        if self._db_path is None:
+            return
+        try:
+            with closing(Database(self._db_path)) as db:
+                db.forget(key, self.target, detect().fingerprint)
+        except (NeoFlowError, OSError, sqlite3.Error) as e:
+            warnings.warn(f"tuning database {self._db_path}: could not drop a schedule that "
+                          f"lost in the step ({e})", DatabaseWarning, stacklevel=2)
+
+    def _record_time(self, t0, done, loss):
+        self._step_times.append(done - t0)
+        if self._first_step_s is None:
+            self._first_step_s = done - self._started
+        if self._steps % self._history_every == 0:
+            self._history.append((done - self._started, (done - t0) * 1e3))
+            if len(self._history) >= HISTORY:
+                self._history, self._history_every = self._history[::2], self._history_every * 2
+        if self._bar is not None:
+            facts = {"loss": f"{loss:.4f}", "ms/step": f"{(done - t0) * 1e3:.2f}"}
+            if self._tuner is not None:
+                facts["tuned"] = f"{len(self._tuner.tuned)}/{self._tuner.total}"
+            self._bar.update(1, facts=facts)
 
     def run(self, tensors, feed):
         """Compute `tensors` (a Tensor or a list) with the current parameters;
@@ -226,18 +426,48 @@ class Trainer:
     def stats(self):
         """Counters and timings: "kernels" (run per step), "steps",
         "time_to_first_step_s", "step_ms" (median of recent steps),
-        "kernels_tuned", "compile_s", "backend".
+        "step_history" ([(seconds since construction began, ms of that
+        step)]), "kernel_profile" (per kernel: ms and share of the step,
+        largest first), tuning progress ("kernels_tuned" of
+        "kernels_distinct", "swaps", "swaps_reverted", "swap_times_s",
+        "tuning_errors"),
+        "compile_s", "tuning_s", "backend".
 
         >>> trainer.stats()["step_ms"]
         0.42
         """
         times = list(self._step_times)
+        tuner = self._tuner
+        if tuner is not None:
+            tuned, errors = len(tuner.tuned), list(tuner.errors)
+        else:
+            step = self._executor.program if self._executor is not None else None
+            used = getattr(step, "from_database", [])
+            tuned, errors = len({k.key for k, db in zip(self.kernels, used) if db}), []
+        tuning_s = self._tuning_s
+        if self.tuning == "background" and tuner.started_at is not None:
+            tuning_s = (tuner.finished_at if tuner.done else time.monotonic()) - tuner.started_at
         return {"kernels": len(self.kernels), "kernels_unfused": len(self.unfused_graph.order),
+                "kernels_distinct": len({k.key for k in self.kernels}),
                 "steps": self._steps,
                 "time_to_first_step_s": self._first_step_s,
                 "step_ms": statistics.median(times) * 1e3 if times else None,
-                "kernels_tuned": 0, "compile_s": self._compile_s,
+                "step_history": list(self._history),
+                "kernel_profile": self._profile_report(),
+                "tuning": self.tuning, "kernels_tuned": tuned, "swaps": self._swaps,
+                "swaps_reverted": self._reverts,
+                "swap_times_s": list(self._swap_times), "tuning_errors": errors,
+                "tuning_done": tuner is None or (tuner.started_at is not None and tuner.done),
+                "tuning_s": tuning_s, "compile_s": self._compile_s,
                 "backend": self._backend.name}
+
+    def _profile_report(self):
+        if self._kernel_s is None:
+            return []
+        total = sum(self._kernel_s) or 1.0
+        rows = [{"index": n, "kernel": _kernel_name(k), "ms": s * 1e3,
+                 "share": s / total} for n, (k, s) in enumerate(zip(self.kernels, self._kernel_s))]
+        return sorted(rows, key=lambda r: -r["ms"])
 
     def memory_stats(self):
         """Planned bytes: "peak_bytes" and its parts (parameters, optimizer
@@ -251,8 +481,17 @@ class Trainer:
 
     # -- lifetime ------------------------------------------------------------
     def close(self):
-        """Release the buffers; the trainer cannot be used afterwards."""
+        """Stop the background tuner (its worker processes end; the database
+        keeps every result stored so far) and release the buffers; the
+        trainer cannot be used afterwards."""
         self._closed = True
+        if self._tuner is not None:
+            self._tuner.close()
+        if self._threads_before:
+            openmp_threads(self._threads_before)
+            self._threads_before = None
+        if self._bar is not None:
+            self._bar.close()
         self._executor = None
         self._forward = {}
 
@@ -268,20 +507,34 @@ class Trainer:
             raise NeoFlowError("this Trainer is closed")
 
 
-def _check_options(target, tuning, nan_check, backend):
+def _kernel_name(kernel):
+    """A short name: its stages, or the first and last of many."""
+    names = [t.name for t in kernel.stages]
+    if len(names) <= 3:
+        return " ".join(names)
+    return f"{names[0]} .. {names[-1]} ({len(names)} stages)"
+
+
+def _check_options(target, tuning, nan_check, backend, options):
     if target != "cpu":
         raise NeoFlowError(f"Trainer: target={target!r} is not supported; only 'cpu' for now")
-    if tuning in ("background", "ahead"):
-        raise NeoFlowError(f"Trainer: tuning={tuning!r} arrives with the runtime issue "
-                           "(background tuning); use tuning='off' for now")
     for what, value, allowed in (("tuning", tuning, TUNING), ("nan_check", nan_check, NAN_CHECKS),
                                  ("backend", backend, BACKENDS)):
         if value not in allowed:
             raise NeoFlowError(f"Trainer: {what}={value!r}; expected one of {allowed}")
+    if not isinstance(options, TuningOptions):
+        raise NeoFlowError(f"Trainer: tuning_options must be an nf.TuningOptions, got "
+                           f"{type(options).__name__}")
+    if tuning != "off" and backend == "reference":
+        raise NeoFlowError(f"Trainer: tuning={tuning!r} needs the native backend; the "
+                           "reference backend runs no schedules (use tuning='off')")
+    options.check()
 
 
-def _make_backend(name):
-    """The execution backend `name`; "auto" is native unless no C compiler is found."""
+def _make_backend(name, target, database, start):
+    """The execution backend `name`; "auto" is native unless no C compiler is
+    found. Native kernels take their schedule from `start` ({key: Config}),
+    else from the tuning `database`, else the default."""
     if name == "auto":
         from ..build.compiler import find_compiler
         try:
@@ -293,4 +546,4 @@ def _make_backend(name):
     if name == "reference":
         return ReferenceBackend()
     from .native import NativeBackend
-    return NativeBackend()
+    return NativeBackend(target, database, tuned=start)

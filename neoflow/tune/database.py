@@ -182,6 +182,13 @@ class Database:
                 (record.kernel, record.target, record.hardware) * 2)
         return self.best(record.kernel, record.target, record.hardware)
 
+    def forget(self, kernel, target, hardware):
+        """Drop the best record of a key (its trials stay): the schedule lost
+        to the one it replaced inside a training step."""
+        with _transaction(self._conn):
+            self._conn.execute("DELETE FROM best WHERE kernel = ? AND target = ? AND hardware = ?",
+                               (kernel, target, hardware))
+
     # -- reading ---------------------------------------------------------------
     def best(self, kernel, target, hardware):
         """The best Record of a key, or None."""

@@ -9,6 +9,8 @@ reports the median of repeated timings. A candidate that does not compile,
 reports an error, computes a wrong result, crashes the worker (a signal) or
 runs past the timeout is recorded with that status and dropped; the worker
 is started again for the next one. The tuner never goes down with it.
+A `stop` event (set from another thread) ends a measurement within a
+fraction of a second: the worker is killed and `Cancelled` raised.
 
 Hands on: `Measurement`s (config, status, median seconds, detail).
 """
@@ -31,11 +33,16 @@ from ..te import dtype as dt
 
 WORKER = Path(__file__).with_name("worker.py")
 RESTART_EVERY = 200      # runs per worker process (loaded libraries stay mapped)
+STOP_POLL_S = 0.1        # how often a waiting measurement looks at the stop event
 STATUSES = ("ok", "build", "error", "wrong", "crash", "timeout")
 
 
 class MeasureError(NeoFlowError):
     """The kernel's default schedule itself cannot be built or run."""
+
+
+class Cancelled(NeoFlowError):
+    """Measuring stopped because its stop event was set (the batch is dropped)."""
 
 
 @dataclass
@@ -53,9 +60,11 @@ class Measurement:
 class Measurer:
     """Builds and times Configs of one kernel; a context manager.
 
-    `timeout` bounds one candidate's run (seconds); `source_hook(config,
-    source) -> source` rewrites a candidate's C before it is compiled (a
-    test hook: inject a crash, a hang, a wrong result).
+    `timeout` bounds one candidate's run (seconds); `jobs` compiles run at
+    once (default: one per core); `stop`, a threading.Event, cancels the
+    batch in flight when set (`Cancelled`); `source_hook(config, source) ->
+    source` rewrites a candidate's C before it is compiled (a test hook:
+    inject a crash, a hang, a wrong result).
 
     >>> with Measurer(kernel, timeout=5) as m:
     ...     [r] = m.measure([default_config(kernel)])
@@ -64,8 +73,8 @@ class Measurer:
     """
 
     def __init__(self, kernel, *, timeout=10.0, repeats=5, min_time=0.05, seed=0,
-                 jobs=None, source_hook=None):
-        self.kernel, self.timeout = kernel, float(timeout)
+                 jobs=None, source_hook=None, stop=None):
+        self.kernel, self.timeout, self.stop = kernel, float(timeout), stop
         self.repeats, self.min_time, self.seed = repeats, min_time, seed
         self.jobs = jobs or max(1, os.cpu_count() or 1)
         self.source_hook = source_hook
@@ -103,7 +112,9 @@ class Measurer:
     def measure(self, configs):
         """Build then time `configs`; one Measurement each, in order."""
         out = []
+        self._check_stop()
         for config, (path, error) in zip(configs, self.build_all(list(configs))):
+            self._check_stop()
             if path is None:
                 out.append(Measurement(config, "build", None, error))
             else:
@@ -153,11 +164,13 @@ class Measurer:
             return self._died()
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
+            self._check_stop()
             left = deadline - time.monotonic()
             if left <= 0:
                 self.close()
                 return Measurement(None, "timeout", None, f"no result within {timeout:g} s")
-            ready, _, _ = select.select([proc.stdout], [], [], left)
+            wait = left if self.stop is None else min(left, STOP_POLL_S)
+            ready, _, _ = select.select([proc.stdout], [], [], wait)
             if ready:
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
                 if not chunk:
@@ -173,6 +186,11 @@ class Measurer:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
             return Measurement(None, "crash", None, f"the worker died of signal {name}")
         return Measurement(None, "crash", None, f"the worker exited with status {code}")
+
+    def _check_stop(self):
+        if self.stop is not None and self.stop.is_set():
+            self.close()
+            raise Cancelled(f"measuring {self.kernel} was stopped")
 
     def close(self):
         """Stop the worker process (if one runs)."""

@@ -6,7 +6,8 @@ not measured again; the default schedule is measured first (it is the
 baseline and, in the worker, the reference every candidate is checked
 against); then batches proposed by tune/search.py are measured by
 tune/measure.py until the trial or time budget is spent. Every trial goes
-into the database; the best schedule replaces the stored one if faster.
+into the database; the best schedule replaces the stored one as soon as
+a batch finds one faster.
 A computation of several kernels shares the budget among them in
 proportion to their estimated time (each gets at least a few trials).
 
@@ -76,9 +77,7 @@ def _tune_all(kernels, db, target, trials, seconds, seed, timeout, prune, progre
               source_hook):
     hw = detect()
     unique = list({k.key: k for k in kernels}.values())
-    weights = [max(1.0, sum(e.cycles for e in kernel_estimate(k, default_config(k), hw)))
-               for k in unique]
-    share = [w / sum(weights) for w in weights]
+    share = estimated_shares(unique, hw)
     allotted = None if trials is None else split_trials(trials, share)
     found = {}
     started = time.monotonic()
@@ -97,6 +96,18 @@ def _tune_all(kernels, db, target, trials, seconds, seed, timeout, prune, progre
                 seed=seed, timeout=timeout, prune=prune, bar=bar, source_hook=source_hook)
     records = tuple(found[k.key] for k in kernels)
     return records[0] if len(records) == 1 else records
+
+
+def estimated_shares(kernels, hw):
+    """Each kernel's share of their summed time, by the analytic estimate of
+    its default schedule (tune/estimate.py).
+
+    >>> estimated_shares([k1, k2], detect())         # doctest: +SKIP
+    [0.8, 0.2]
+    """
+    weights = [max(1.0, sum(e.cycles for e in kernel_estimate(k, default_config(k), hw)))
+               for k in kernels]
+    return [w / sum(weights) for w in weights]
 
 
 def split_trials(total, shares):
@@ -118,8 +129,12 @@ def split_trials(total, shares):
 
 
 def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, seed=0,
-                timeout=10.0, prune=True, bar=None, source_hook=None, batch=BATCH):
-    """Tune one Kernel; returns its best Record (also stored in `db`).
+                timeout=10.0, prune=True, bar=None, source_hook=None, batch=BATCH, jobs=None,
+                stop=None):
+    """Tune one Kernel; returns its best Record (also stored in `db`, as soon
+    as it is found). `jobs`: compiles at once (default one per core);
+    `stop`: a threading.Event that, when set, drops the batch in flight and
+    raises tune.measure.Cancelled (the bests found before stay stored).
 
     >>> rec = tune_kernel(kernel, db=Database("/tmp/t.sqlite"), trials=16)   # doctest: +SKIP
     """
@@ -131,7 +146,8 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
     name = " ".join(t.name for t in kernel.stages)
     best = db.best(kernel.key, target, hw.fingerprint)
     done, spent_per_trial = 0, None
-    with Measurer(kernel, timeout=timeout, seed=seed, source_hook=source_hook) as measurer:
+    with Measurer(kernel, timeout=timeout, seed=seed, source_hook=source_hook, jobs=jobs,
+                  stop=stop) as measurer:
         pending = []
         default = default_config(kernel)
         if default.to_json() not in search.seen:
@@ -155,10 +171,14 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
             db.add_trials(kernel.key, target, hw.fingerprint,
                           [(r.config, r.status, r.median_s, r.detail) for r in results])
             search.observe([(r.config, r.median_s) for r in results])
+            improved = False
             for r in results:
                 if r.status == "ok" and (best is None or r.median_s < best.median_s):
                     best = Record(kernel.key, target, hw.fingerprint, r.config, r.median_s,
                                   work, 0, name)
+                    improved = True
+            if improved:
+                db.offer(best)
             if bar is not None:
                 bar.update(len(results), None if best is None else best.gflops,
                            None if deadline is None else deadline - time.monotonic())

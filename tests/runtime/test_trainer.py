@@ -180,8 +180,8 @@ def test_context_manager_closes(model):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(tuning="background"), "runtime issue"),
-    (dict(tuning="ahead"), "runtime issue"),
+    (dict(tuning="background", backend="reference"), "native backend"),
+    (dict(tuning="ahead", tuning_options="fast"), "TuningOptions"),
     (dict(tuning="sometimes"), "tuning='sometimes'"),
     (dict(target="cuda"), "target='cuda'"),
     (dict(nan_check="maybe"), "nan_check"),

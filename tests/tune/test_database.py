@@ -60,6 +60,16 @@ def test_reopen_keeps_records_and_only_faster_replaces(tmp_path, small_kernel):
         assert db.best("other", "cpu", "hw") is None
 
 
+def test_forget_drops_the_best_record_and_keeps_the_trials(tmp_path, small_kernel):
+    config = default_config(small_kernel)
+    with Database(tmp_path / "t.sqlite") as db:
+        db.add_trials("k", "cpu", "hw", [(config, "ok", 0.2, "")])
+        db.offer(record(config, 0.2))
+        db.forget("k", "cpu", "hw")
+        assert db.best("k", "cpu", "hw") is None and len(db.trials("k", "cpu", "hw")) == 1
+        assert db.offer(record(config, 0.3)).median_s == 0.3
+
+
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "t.sqlite"
     Database(path).close()

@@ -1,0 +1,190 @@
+"""Overlapping tuning with training: the wall time to finish N training steps
+including every compile and all tuning, per network, for NeoFlow's Trainer
+with tuning "background", "ahead" and "off", and for PyTorch eager and
+torch.compile (their compile time included).
+
+Each (network, mode) runs in a fresh child process with an empty kernel
+cache and tuning database (NEOFLOW_CACHE_DIR in a temp folder), on 2
+threads (OMP_NUM_THREADS=2, torch.set_num_threads(2)), all from the same
+initial parameters and batches; MI-LSTM and LeNet run at reduced sizes
+(SIZES) so that a run takes minutes, not hours, on 2 cores. Every step's
+wall-clock time is recorded,
+so ms/step can be drawn against time (neoflow.runtime.plot). Writes
+`overlap.md` (the table), `overlap.json` and `overlap_<network>.png` to the
+output directory.
+
+    python bench/overlap.py                               # lltm, milstm, lenet
+    python bench/overlap.py --networks lltm --steps 2000 --budget 60
+"""
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")   # read when OpenMP starts: set before any import
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+THREADS = 2
+NETWORKS = ("lltm", "milstm", "lenet")
+SIZES = {"milstm": dict(n_in=128, hidden=128), "lenet": dict(batch=16)}  # seconds, not minutes
+STEPS = {"lltm": 4000, "milstm": 800, "lenet": 1500}                      # per run, by default
+NEOFLOW_MODES = ("background", "ahead", "off")
+TORCH_MODES = ("eager", "torch.compile")
+LR, MOMENTUM = 0.01, 0.9
+BATCHES = 4           # distinct batches, used in turn
+TAIL = 50             # steps the final ms/step is the median of
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+
+
+def run_mode(network, mode, steps, preset, budget_s, trials):
+    """One run in this process: {"wall_s", "first_step_s", "history": [(s, ms)],
+    "final_ms", ...}. Times count from before the Trainer (or the PyTorch
+    module) is made."""
+    import neoflow as nf
+    from neoflow import zoo
+    model = zoo.get(network).build(preset, **SIZES.get(network, {}))
+    rng = np.random.default_rng(0)
+    batches = [model.make_batch(rng) for _ in range(BATCHES)]
+    if mode in TORCH_MODES:
+        return _run_torch(model, batches, mode, steps)
+    options = nf.TuningOptions(budget_s=budget_s, trials=trials)
+    started = time.perf_counter()
+    trainer = nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=LR, momentum=MOMENTUM),
+                         tuning=mode, tuning_options=options)
+    for n in range(steps):
+        trainer.step(batches[n % BATCHES])
+    wall = time.perf_counter() - started
+    stats = trainer.stats()
+    trainer.close()
+    history = stats["step_history"]
+    return {"wall_s": wall, "first_step_s": stats["time_to_first_step_s"],
+            "history": history, "final_ms": _tail_ms(history), "kernels": stats["kernels"],
+            "kernels_tuned": stats["kernels_tuned"], "kernels_distinct": stats["kernels_distinct"],
+            "swaps": stats["swaps"], "tuning_s": stats["tuning_s"],
+            "compile_s": stats["compile_s"], "tuning_errors": stats["tuning_errors"]}
+
+
+def _run_torch(model, batches, mode, steps):
+    import torch
+    from neoflow.runtime.init import initial_value
+    torch.set_num_threads(THREADS)
+    values = {name: initial_value(p, 0) for name, p in model.params.items()}
+    data = [{k: torch.from_numpy(v) for k, v in b.items()} for b in batches]
+    started = time.perf_counter()
+    twin = model.torch_model(values)
+    forward = torch.compile(twin, dynamic=False) if mode == "torch.compile" else twin
+    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
+    history = []
+    for n in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = forward(data[n % BATCHES])
+        loss.backward()
+        opt.step()
+        loss.item()
+        done = time.perf_counter()
+        history.append((done - started, (done - t0) * 1e3))
+    return {"wall_s": time.perf_counter() - started, "first_step_s": history[0][0],
+            "history": history, "final_ms": _tail_ms(history)}
+
+
+def _tail_ms(history):
+    return statistics.median(ms for _, ms in history[-TAIL:])
+
+
+def run_child(network, mode, args):
+    """run_mode in a fresh process with an empty kernel cache and database."""
+    with tempfile.TemporaryDirectory(prefix="nf-overlap-") as cache:
+        env = dict(os.environ, NEOFLOW_CACHE_DIR=cache, OMP_NUM_THREADS=str(THREADS))
+        command = [sys.executable, __file__, "--child", network, mode, "--steps",
+                   str(steps(network, args)), "--preset", args.preset, "--budget",
+                   str(args.budget), "--trials", str(args.trials)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def steps(network, args):
+    """Training steps of a run of `network`: --steps, else STEPS."""
+    return args.steps or STEPS.get(network, 300)
+
+
+def markdown(results, args):
+    """The table: wall time to finish, time to first step, final ms/step."""
+    head = ("network", "steps", "mode", "wall s (all steps)", "first step s", "final ms/step",
+            "tuned / distinct kernels", "swaps")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for network, modes in results.items():
+        for mode, r in modes.items():
+            if "error" in r:
+                lines.append(f"| {network} | {steps(network, args)} | {mode} | failed: "
+                             f"{r['error'][:80]} | | | | |")
+                continue
+            tuned = (f"{r['kernels_tuned']} / {r['kernels_distinct']}"
+                     if "kernels_tuned" in r else "")
+            lines.append(f"| {network} | {steps(network, args)} | {mode} | {r['wall_s']:.1f} "
+                         f"| {r['first_step_s']:.2f} "
+                         f"| {r['final_ms']:.2f} | {tuned} | {r.get('swaps', '')} |")
+    lines.append("")
+    sizes = "; ".join(f"{n}: {', '.join(f'{k}={v}' for k, v in kw.items())}"
+                      for n, kw in SIZES.items() if n in results)
+    lines.append(f"* SGD (momentum {MOMENTUM}), preset '{args.preset}' (changed: "
+                 f"{sizes or 'none'}), {THREADS} threads; NeoFlow tuning budget {args.budget:g} s, "
+                 f"at most {args.trials} trials per kernel, 1 tuner worker; every run starts "
+                 "from an empty kernel cache and tuning database; wall time includes all "
+                 "compiling and tuning; final ms/step: median of the last "
+                 f"{TAIL} steps.")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    parser.add_argument("--modes", nargs="+", default=list(NEOFLOW_MODES + TORCH_MODES))
+    parser.add_argument("--steps", type=int, default=None,
+                        help="training steps per run (default: per network, STEPS)")
+    parser.add_argument("--preset", default="default", help="zoo size preset")
+    parser.add_argument("--budget", type=float, default=45.0, help="tuning seconds")
+    parser.add_argument("--trials", type=int, default=16, help="most trials per kernel")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--child", nargs=2, metavar=("NETWORK", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = run_mode(*args.child, args.steps, args.preset, args.budget, args.trials)
+        print(json.dumps(result))
+        return
+    from neoflow.runtime.plot import plot_step_times
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for network in args.networks:
+        results[network] = {}
+        for mode in args.modes:
+            print(f"[overlap] {network} {mode} ...", flush=True)
+            r = results[network][mode] = run_child(network, mode, args)
+            print(f"[overlap] {network} {mode}: " + (r["error"] if "error" in r else
+                  f"{r['wall_s']:.1f} s, first step {r['first_step_s']:.2f} s, "
+                  f"final {r['final_ms']:.2f} ms/step"), flush=True)
+        runs = {m: r["history"] for m, r in results[network].items()
+                if "error" not in r and m != "eager"}
+        eager = results[network].get("eager", {})
+        plot_step_times(runs, args.out / f"overlap_{network}.png",
+                        lines={"PyTorch eager": eager["final_ms"]} if "final_ms" in eager else None,
+                        title=f"{network}: ms/step over wall-clock time "
+                              f"({steps(network, args)} steps)")
+    (args.out / "overlap.json").write_text(json.dumps(
+        {"args": {k: str(v) for k, v in vars(args).items()}, "results": results}))
+    table = markdown(results, args)
+    (args.out / "overlap.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

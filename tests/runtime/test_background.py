@@ -1,0 +1,321 @@
+"""Tuning beside training (tuning="background"), before it ("ahead"), and
+the database's schedules with tuning off: hot swaps never change what a
+step computes; tuner faults, close() and unusable databases never stop
+training; a second run starts from the database."""
+import os
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import neoflow as nf
+from neoflow.schedule import default_config, sample_config
+from neoflow.tune import Database, DatabaseWarning, Record, detect
+
+BATCH, N_IN, HIDDEN, N_OUT = 16, 12, 24, 5
+ENTRY = "int64_t nf_main(void* const* args, int64_t* err) {"
+SLOW = ENTRY + " for (volatile int z = 0; z < 3000000; ++z) {}"
+CRASH = "#include <signal.h>\n" + ENTRY + " raise(SIGSEGV);"
+HANG = ENTRY + " for (volatile int z = 0; ; ++z) {}"
+
+
+def mlp():
+    x = nf.placeholder((BATCH, N_IN), name="x")
+    y = nf.placeholder((BATCH,), "int64", name="y")
+    w1 = nf.parameter((HIDDEN, N_IN), init="kaiming", name="w1")
+    b1 = nf.parameter((HIDDEN,), init="zeros", name="b1")
+    w2 = nf.parameter((N_OUT, HIDDEN), init="xavier", name="w2")
+    logits = nf.nn.dense(nf.nn.relu(nf.nn.dense(x, w1, b1)), w2)
+    return nf.nn.cross_entropy(logits, y)
+
+
+def batches(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.standard_normal((BATCH, N_IN)).astype(np.float32),
+             "y": rng.integers(0, N_OUT, BATCH).astype(np.int64)} for _ in range(n)]
+
+
+def trainer(tuning="off", **kwargs):
+    kwargs.setdefault("database", False)
+    return nf.Trainer(mlp(), optimizer=nf.optim.SGD(lr=0.1, momentum=0.9), tuning=tuning,
+                      **kwargs)
+
+
+def losses_off(data):
+    with trainer() as t:
+        return [t.step(b) for b in data]
+
+
+def options(**kwargs):
+    kwargs.setdefault("workers", 1)
+    kwargs.setdefault("timeout", 5.0)
+    return nf.TuningOptions(**kwargs)
+
+
+def train_while_tuning(t, data, limit_s=120.0):
+    """Step through `data`; from step 4 on, each step waits (up to a few
+    seconds) for the tuner to finish one more kernel, so swaps land at many
+    different steps. Returns the losses."""
+    losses = []
+    deadline = time.monotonic() + limit_s
+    for n, b in enumerate(data):
+        losses.append(t.step(b))
+        tuned = t.stats()["kernels_tuned"]
+        while n >= 3 and not t.stats()["tuning_done"] and time.monotonic() < deadline:
+            if t.stats()["kernels_tuned"] > tuned:
+                break
+            time.sleep(0.05)
+    return losses
+
+
+def children():
+    """Pids of this process's live child processes."""
+    me, out = str(os.getpid()), []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            out.append(int(pid))
+    return out
+
+
+def hook(defaults, default_fault, other_fault):
+    """A source hook: `default_fault` for the kernels' default schedules,
+    `other_fault` (a function of the config's position) for the rest."""
+    seen = []
+
+    def rewrite(config, source):
+        if config.to_json() in defaults:
+            return source.replace(ENTRY, default_fault) if default_fault else source
+        seen.append(config.to_json())
+        fault = other_fault(len(seen))
+        return source.replace(ENTRY, fault) if fault else source
+    return rewrite
+
+
+def test_swapped_schedules_give_the_same_losses():
+    """Every kernel swapped to random schedules three times during 50 steps."""
+    data = batches(50)
+    expected = losses_off(data)
+    with trainer() as t:
+        step = t._executor.program
+        with ThreadPoolExecutor(2) as pool:
+            rounds = [list(pool.map(lambda n, r=r: step.prepare(n, sample_config(
+                t.kernels[n], 10 * r + n)), range(len(t.kernels)))) for r in range(3)]
+        got = []
+        for n, b in enumerate(data):
+            if n in (5, 20, 35):
+                for candidate in rounds.pop(0):
+                    t._ready.put(candidate)
+            got.append(t.step(b))
+        assert t.stats()["swaps"] == 3 * len(t.kernels)
+        assert len(t.stats()["swap_times_s"]) == 3
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_a_swap_slower_in_the_step_is_swapped_back(tmp_path):
+    """A candidate that busy-waits is profiled after the swap and undone, and
+    the database forgets it as the kernel's best schedule."""
+    from neoflow.build import compile_c
+    from neoflow.runtime.native import Candidate, kernels_source
+    from neoflow.schedule.lower import lower_kernel
+    from neoflow.tune import Database, Record, detect
+    data = batches(12)
+    expected = losses_off(data)
+    with trainer() as t:
+        got = [t.step(b) for b in data[:5]]             # profiled: steps 2-4
+        step = t._executor.program
+        n = 0
+        key, hardware = t.kernels[n].key, detect().fingerprint
+        t._db_path = tmp_path / "tuning.sqlite"         # as if the tuner had stored it there
+        with Database(t._db_path) as db:
+            db.offer(Record(key, "cpu", hardware, step.configs[n], 1e-6, 1, 1))
+        func = lower_kernel(t.kernels[n], step.configs[n], [])
+        source = kernels_source([func], [step._aliased[n]])
+        head = next(line for line in source.splitlines()
+                    if line.startswith("static void nf_kernel0("))
+        slow = source.replace(head, head + " for (volatile int z = 0; z < 2000000; ++z) {}")
+        before = step._running[n]
+        t._ready.put(Candidate(n, step.configs[n], compile_c(slow)))
+        got += [t.step(b) for b in data[5:]]
+        assert t.stats()["swaps"] == 1 and t.stats()["swaps_reverted"] == 1
+        assert step._running[n] is before
+        with Database(t._db_path) as db:
+            assert db.best(key, "cpu", hardware) is None
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_background_tuning_swaps_and_keeps_the_losses(tmp_path):
+    """The default schedules measure slow (a test hook), so every kernel the
+    tuner finishes is swapped: 50 steps still match tuning off."""
+    data = batches(50)
+    expected = losses_off(data)
+    defaults = set()
+    opts = options(trials=2, budget_s=60, source_hook=hook(defaults, SLOW, lambda n: None))
+    with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
+        defaults.update(default_config(k).to_json() for k in t.kernels)
+        got = train_while_tuning(t, data)
+        stats = t.stats()
+    assert stats["swaps"] >= 1, stats
+    assert stats["kernels_tuned"] >= 1 and not stats["tuning_errors"]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_crashing_and_hanging_workers_do_not_stop_training(tmp_path):
+    data = batches(20)
+    expected = losses_off(data)
+    defaults = set()
+    opts = options(trials=3, budget_s=30, timeout=1.0,
+                   source_hook=hook(defaults, None, lambda n: CRASH if n % 2 else HANG))
+    path = tmp_path / "t.sqlite"
+    with trainer("background", database=path, tuning_options=opts) as t:
+        defaults.update(default_config(k).to_json() for k in t.kernels)
+        got = train_while_tuning(t, data, limit_s=60)
+        stats = t.stats()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+    assert stats["swaps"] == 0 and not stats["tuning_errors"]
+    with Database(path) as db:
+        statuses = {s for k in t.kernels
+                    for _, s, _, _ in db.trials(k.key, "cpu", detect().fingerprint)}
+    assert {"crash", "timeout"} <= statuses, statuses
+    assert children() == []
+
+
+def test_close_stops_the_workers_at_once(tmp_path):
+    """A worker hanging in a candidate is killed by close(); nothing is left."""
+    opts = options(trials=4, budget_s=60, timeout=60.0,
+                   source_hook=hook(set(), None, lambda n: HANG))
+    t = trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts)
+    for b in batches(4):
+        t.step(b)
+    deadline = time.monotonic() + 60
+    while not children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children(), "the tuner started no worker"
+    t0 = time.monotonic()
+    t.close()
+    assert time.monotonic() - t0 < 30
+    assert children() == []
+    with Database(tmp_path / "t.sqlite") as db:      # consistent, readable
+        assert db.schema_version >= 1
+
+
+def test_keyboard_interrupt_in_a_with_block_stops_the_workers(tmp_path):
+    opts = options(trials=4, budget_s=60, timeout=60.0,
+                   source_hook=hook(set(), None, lambda n: HANG))
+    with pytest.raises(KeyboardInterrupt):
+        with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
+            for b in batches(4):
+                t.step(b)
+            deadline = time.monotonic() + 60
+            while not children() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+    assert children() == []
+
+
+@pytest.mark.parametrize("kind", ["unopenable", "corrupt"])
+def test_an_unusable_database_warns_once_and_tunes_in_memory(tmp_path, kind):
+    if kind == "unopenable":       # its folder cannot be made: a file stands there
+        (tmp_path / "file").write_text("not a folder")
+        path = tmp_path / "file" / "t.sqlite"
+    else:
+        path = tmp_path / "t.sqlite"
+        path.write_bytes(b"this is not an SQLite database" * 100)
+    data = batches(6)
+    expected = losses_off(data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with trainer("background", database=path,
+                     tuning_options=options(trials=1, budget_s=5)) as t:
+            got = [t.step(b) for b in data]
+    warned = [w for w in caught if issubclass(w.category, DatabaseWarning)]
+    assert len(warned) == 1, [str(w.message) for w in warned]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_ahead_then_a_second_run_starts_tuned(tmp_path):
+    path = tmp_path / "t.sqlite"
+    opts = options(trials=2, budget_s=60)
+    data = batches(5)
+    expected = losses_off(data)
+    with trainer("ahead", database=path, tuning_options=opts) as first:
+        stats = first.stats()
+        assert stats["kernels_tuned"] == stats["kernels_distinct"]
+        assert stats["tuning_s"] > 0
+        assert stats["time_to_first_step_s"] is None
+        got = [first.step(b) for b in data]
+        assert first.stats()["time_to_first_step_s"] > stats["tuning_s"]
+        tuned = {key: c.to_json() for key, c in first._tuner.results.items()}
+        default = [default_config(k).to_json() for k in first.kernels]
+        assert first.stats()["swaps"] == sum(tuned[k.key] != d for k, d in
+                                             zip(first.kernels, default))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+    with trainer("background", database=path, tuning_options=opts) as second:
+        step = second._executor.program
+        assert all(step.from_database)
+        assert [c.to_json() for c in step.configs] == [tuned[k.key] for k in second.kernels]
+        assert second.stats()["kernels_tuned"] >= 1       # those with `trials` stored
+        got = train_while_tuning(second, data)
+        stats = second.stats()
+        assert stats["tuning_done"] and stats["swaps"] == 0
+        assert stats["kernels_tuned"] == stats["kernels_distinct"]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_tuning_off_uses_the_databases_schedule(tmp_path):
+    with trainer() as t:
+        kernels = t.kernels
+    n, kernel = max(enumerate(kernels), key=lambda nk: len(nk[1].stages))
+    default = default_config(kernel).to_json()
+    stored = next(c for c in (sample_config(kernel, s) for s in range(50))
+                  if c.to_json() != default)
+    hw = detect().fingerprint
+    with Database(tmp_path / "t.sqlite") as db:
+        db.offer(Record(kernel.key, "cpu", hw, stored, 1e-6, 1, 1, "stored"))
+    data = batches(5)
+    expected = losses_off(data)
+    with trainer("off", database=tmp_path / "t.sqlite") as t:
+        step = t._executor.program
+        assert step.configs[n].to_json() == stored.to_json() and step.from_database[n]
+        assert t.stats()["kernels_tuned"] == 1
+        got = [t.step(b) for b in data]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_stats_report_time_shares_and_history():
+    data = batches(6)
+    with trainer() as t:
+        for b in data:
+            t.step(b)
+        stats = t.stats()
+    assert stats["time_to_first_step_s"] > 0 and stats["steps"] == 6
+    times = [s for s, _ in stats["step_history"]]
+    assert len(times) == 6 and times == sorted(times)
+    profile = stats["kernel_profile"]
+    assert len(profile) == stats["kernels"]
+    assert sum(r["share"] for r in profile) == pytest.approx(1.0)
+    assert [r["ms"] for r in profile] == sorted((r["ms"] for r in profile), reverse=True)
+
+
+def test_progress_line(capsys):
+    with trainer(progress=True) as t:
+        for b in batches(3):
+            t.step(b)
+    err = capsys.readouterr().err
+    assert "training" in err and "loss" in err and "ms/step" in err
+
+
+@pytest.mark.parametrize("opts, message", [
+    (dict(workers=64), "workers=64"),
+    (dict(budget_s=0), "budget_s"),
+    (dict(trials=0), "trials"),
+])
+def test_bad_tuning_options(opts, message):
+    with pytest.raises(nf.runtime.TuningOptionsError, match=message):
+        trainer("background", tuning_options=nf.TuningOptions(**opts))
