@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/milstm.py
+	$(VENV)/bin/neoflow demo
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

@@ -19,7 +19,7 @@ from .zoo import commands as zoo_commands
 
 def _demo(args):
     from .demo import run_demo
-    run_demo(quick=args.quick)
+    run_demo(seconds=args.seconds, quick=args.quick, out_dir=args.out)
 
 
 def main(argv=None):
@@ -31,8 +31,13 @@ def main(argv=None):
         prog="neoflow",
         description="NeoFlow: compile novel deep-learning operators written as tensor expressions.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = sub.add_parser("demo", help="build and run novel operators; compare with NumPy and PyTorch")
-    demo.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    demo = sub.add_parser("demo", help="train a novel network (MI-LSTM) while NeoFlow tunes it "
+                                       "(background, ahead, off); compare with PyTorch eager")
+    demo.add_argument("--seconds", type=float, default=40.0,
+                      help="wall-clock seconds of training per tuning mode (default 40)")
+    demo.add_argument("--quick", action="store_true", help="a tiny network (for a smoke test)")
+    demo.add_argument("--out", default="neoflow-demo",
+                      help="directory for demo.png (default ./neoflow-demo)")
     demo.set_defaults(run=_demo)
     tune = sub.add_parser("tune", help="search fast schedules for a built-in workload and "
                                        "record them in the tuning database")

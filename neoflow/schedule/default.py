@@ -40,7 +40,8 @@ from .stage import Stage
 VECTOR_BYTES = 32        # AVX2
 ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
-PARALLEL_MIN_WORK = 1 << 15
+PARALLEL_MIN_WORK = 1 << 21   # points (x reduce points) below which a stage runs on one thread:
+                              # waking the other threads costs more than it saves
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
 PARALLEL_MIN_CHUNKS = 64  # outer loops an elementwise stage fuses into its parallel loop
 WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
