@@ -36,6 +36,7 @@ import math
 
 from ..te.expr import Binary, Cast, Const, Expr, IterVar, Select, Unary
 from ..te.printer import _INFIX
+from ..te.visit import children, with_children
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 
@@ -194,6 +195,70 @@ class Program:
         self.kernels, self.calls = list(kernels), list(calls)
         self.inputs, self.outputs, self.temps = list(inputs), list(outputs), list(temps)
         self.sites = list(sites)
+
+
+# -- walking and rewriting ---------------------------------------------------------
+
+def expr_children(e):
+    """The direct sub-expressions of an IR expression (te nodes, Load, CDiv, Blend)."""
+    if isinstance(e, Load):
+        return (e.index,) + tuple(c.value for c in e.checks)
+    if isinstance(e, CDiv):
+        return (e.a, e.b)
+    if isinstance(e, Blend):
+        return (e.cond, e.t, e.f)
+    return children(e)
+
+
+def nodes(stmt):
+    """Every statement and expression under `stmt` (itself included), parents first.
+
+    >>> any(isinstance(n, Load) and n.checks for n in nodes(body))   # doctest: +SKIP
+    """
+    stack = [stmt]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, Seq):
+            stack.extend(n.stmts)
+        elif isinstance(n, For):
+            stack.extend((n.begin, n.end, n.body))
+        elif isinstance(n, Let):
+            stack.extend((n.value, n.body))
+        elif isinstance(n, Allocate):
+            stack.append(n.body)
+        elif isinstance(n, Store):
+            stack.extend((n.index, n.value))
+        elif isinstance(n, IfThenElse):
+            stack.extend(x for x in (n.cond, n.then, n.else_) if x is not None)
+        else:
+            stack.extend(expr_children(n))
+
+
+def map_expr(e, fn):
+    """Rebuild the IR expression `e` bottom-up; `fn(node with rebuilt children)`
+    returns its replacement. Shared sub-trees are rebuilt once.
+
+    >>> map_expr(Load(a, i + 1), lambda n: n)                          # doctest: +SKIP
+    """
+    memo = {}
+
+    def walk(n):
+        if id(n) not in memo:
+            if isinstance(n, Load):
+                out = Load(n.buffer, walk(n.index),
+                           [Check(c.var, walk(c.value), c.extent, c.site) for c in n.checks])
+            elif isinstance(n, CDiv):
+                out = CDiv(n.op, walk(n.a), n.b)
+            elif isinstance(n, Blend):
+                out = Blend(walk(n.cond), walk(n.t), walk(n.f))
+            elif children(n):
+                out = with_children(n, [walk(c) for c in children(n)])
+            else:
+                out = n
+            memo[id(n)] = fn(out)
+        return memo[id(n)]
+    return walk(e)
 
 
 # -- a readable dump (debugging and tests) -------------------------------------------

@@ -14,8 +14,7 @@ Hands on: a loop-IR statement with the same meaning (`partition_loops`).
 from ..te import dtype as dt
 from ..te.arith import linear_form
 from ..te.expr import Binary, Const, Select, Unary
-from ..te.visit import children, with_children
-from .loop_ir import Allocate, CDiv, Check, For, IfThenElse, Let, Load, Seq, Store
+from .loop_ir import Allocate, For, IfThenElse, Let, Seq, Store, map_expr, nodes
 
 MAX_PIECES = 8
 _TESTS = {"lt": lambda x: x < 0, "le": lambda x: x <= 0, "gt": lambda x: x > 0,
@@ -117,7 +116,7 @@ def _tests(stmt):
     """The comparisons inside the select and if conditions under `stmt`
     (through &, | and ~)."""
     out, seen = [], set()
-    stack = _conditions(stmt)
+    stack = [n.cond for n in nodes(stmt) if isinstance(n, (Select, IfThenElse))]
     while stack:
         c = stack.pop()
         if id(c) in seen:
@@ -132,59 +131,11 @@ def _tests(stmt):
     return out
 
 
-def _conditions(stmt):
-    out, stack = [], [stmt]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Seq):
-            stack.extend(n.stmts)
-        elif isinstance(n, For):
-            stack.extend((n.begin, n.end, n.body))
-        elif isinstance(n, Let):
-            stack.extend((n.value, n.body))
-        elif isinstance(n, Allocate):
-            stack.append(n.body)
-        elif isinstance(n, Store):
-            stack.extend((n.index, n.value))
-        elif isinstance(n, IfThenElse):
-            out.append(n.cond)
-            stack.extend(x for x in (n.cond, n.then, n.else_) if x is not None)
-        else:
-            if isinstance(n, Select):
-                out.append(n.cond)
-            stack.extend(_expr_children(n))
-    return out
-
-
-def _expr_children(e):
-    if isinstance(e, Load):
-        return (e.index,) + tuple(c.value for c in e.checks)
-    if isinstance(e, CDiv):
-        return (e.a, e.b)
-    return children(e)
-
-
 def _decide(stmt, decided):
     """`stmt` with the tests in `decided` ({id(test): Const}) replaced and the
     selects and ifs they settle resolved."""
-    memo = {}
-
     def expr(e):
-        if id(e) in memo:
-            return memo[id(e)]
-        if id(e) in decided:
-            out = decided[id(e)]
-        elif isinstance(e, Load):
-            out = Load(e.buffer, expr(e.index),
-                       [Check(c.var, expr(c.value), c.extent, c.site) for c in e.checks])
-        elif isinstance(e, CDiv):
-            out = CDiv(e.op, expr(e.a), e.b)
-        elif not children(e):
-            out = e
-        else:
-            out = _fold(with_children(e, [expr(c) for c in children(e)]))
-        memo[id(e)] = out
-        return out
+        return map_expr(e, lambda n: decided[id(n)] if id(n) in decided else _fold(n))
 
     def stmt_(s):
         if isinstance(s, Seq):

@@ -44,7 +44,7 @@ from ..te.visit import children, with_children
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc, Let, Load,
-                      Program, Seq, Site, Store, Var)
+                      Program, Seq, Site, Store, Var, nodes)
 from .loop_partition import partition_loops
 from .speculate import speculate
 from .stage import Stage
@@ -286,36 +286,9 @@ def _selects(e):
     return out
 
 
-def _ir_children(e):
-    if isinstance(e, Load):
-        return (e.index,) + tuple(c.value for c in e.checks)
-    if isinstance(e, CDiv):
-        return (e.a, e.b)
-    return children(e)
-
-
 def _has_checks(stmt):
     """True if any Load under `stmt` checks its index at run time."""
-    stack = [stmt]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Load) and n.checks:
-            return True
-        if isinstance(n, Seq):
-            stack.extend(n.stmts)
-        elif isinstance(n, For):
-            stack.extend((n.begin, n.end, n.body))
-        elif isinstance(n, Let):
-            stack.extend((n.value, n.body))
-        elif isinstance(n, Allocate):
-            stack.append(n.body)
-        elif isinstance(n, Store):
-            stack.extend((n.index, n.value))
-        elif isinstance(n, IfThenElse):
-            stack.extend(x for x in (n.cond, n.then, n.else_) if x is not None)
-        else:
-            stack.extend(_ir_children(n))
-    return False
+    return any(isinstance(n, Load) and n.checks for n in nodes(stmt))
 
 
 # -- one stage --------------------------------------------------------------------------

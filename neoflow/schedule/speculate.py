@@ -16,8 +16,7 @@ Hands on: a loop-IR statement with the same meaning (`speculate`).
 from ..te import dtype as dt
 from ..te.arith import interval
 from ..te.expr import Binary, Const, Select
-from ..te.visit import children, with_children
-from .loop_ir import Allocate, Blend, CDiv, Check, For, IfThenElse, Let, Load, Seq, Store
+from .loop_ir import Allocate, Blend, CDiv, For, IfThenElse, Let, Load, Seq, Store, map_expr, nodes
 
 
 def speculate(stmt, ranges=None):
@@ -54,49 +53,27 @@ def speculate(stmt, ranges=None):
 
 
 def _expr(e, ranges):
-    memo = {}
-
-    def walk(n):
-        if id(n) in memo:
-            return memo[id(n)]
-        if isinstance(n, Load):
-            out = Load(n.buffer, walk(n.index),
-                       [Check(c.var, walk(c.value), c.extent, c.site) for c in n.checks])
-        elif isinstance(n, CDiv):
-            out = CDiv(n.op, walk(n.a), n.b)
-        elif not children(n):
-            out = n
-        else:
-            out = with_children(n, [walk(c) for c in children(n)])
-            if (isinstance(out, Select) and dt.is_float(out.dtype)
-                    and _safe(out.t, ranges) and _safe(out.f, ranges)):
-                out = Blend(out.cond, out.t, out.f)
-        memo[id(n)] = out
-        return out
-    return walk(e)
+    def blend(n):
+        if (isinstance(n, Select) and dt.is_float(n.dtype)
+                and _safe(n.t, ranges) and _safe(n.f, ranges)):
+            return Blend(n.cond, n.t, n.f)
+        return n
+    return map_expr(e, blend)
 
 
 def _safe(e, ranges):
     """Whether evaluating `e` anywhere in `ranges` reads only in bounds and cannot trap."""
-    stack = [e]
-    while stack:
-        n = stack.pop()
+    for n in nodes(e):
         if isinstance(n, Load):
-            if n.checks:
-                return False
             bounds = interval(n.index, ranges)
-            if bounds is None or bounds[0] < 0 or bounds[1] >= n.buffer.size:
+            if n.checks or bounds is None or bounds[0] < 0 or bounds[1] >= n.buffer.size:
                 return False
-            stack.append(n.index)
-        elif isinstance(n, CDiv):
-            if not isinstance(n.b, Const) or n.b.value == 0:
-                return False
-            stack.append(n.a)
-        elif isinstance(n, Blend):
-            stack.extend((n.cond, n.t, n.f))
-        else:
-            if (isinstance(n, Binary) and n.op in ("floordiv", "mod") and dt.is_int(n.dtype)
-                    and not (isinstance(n.b, Const) and n.b.value != 0)):
-                return False
-            stack.extend(children(n))
+        elif _divides(n) and not (isinstance(n.b, Const) and n.b.value != 0):
+            return False
     return True
+
+
+def _divides(n):
+    """Whether `n` is an integer division or modulo (which traps on a zero divisor)."""
+    return isinstance(n, CDiv) or (isinstance(n, Binary) and n.op in ("floordiv", "mod")
+                                   and dt.is_int(n.dtype))
