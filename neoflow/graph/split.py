@@ -84,7 +84,7 @@ def _rewrite(t, body):
 # index-set splitting ---------------------------------------------------------
 
 def _guard_bounds(cond, axis):
-    """[(lo, hi)] (inclusive) that `cond` restricts `axis` to, if `cond` is a
+    """(lo, hi), inclusive, that `cond` restricts `axis` to, if `cond` is a
     conjunction of bounds on `axis` alone; else None."""
     lo, hi = axis.lo, axis.hi - 1
     for part in conjuncts(cond):
@@ -96,7 +96,7 @@ def _guard_bounds(cond, axis):
         coef, const = diff.terms[axis], diff.const
         if coef not in (1, -1):
             return None
-        # part: diff (op) 0 with diff = coef * axis + const
+        # part is `coef * axis + const (op) 0`: a bound on axis, flipped when coef is -1
         op = part.op if coef == 1 else {"le": "ge", "lt": "gt", "ge": "le", "gt": "lt"}[part.op]
         bound = -const * coef
         if op == "le":
