@@ -26,11 +26,12 @@ Per stage:
   stride 2): the reduce loops around a vector of output points;
 * any other reduction: reduce loops innermost into a scalar (vectorised
   as a SIMD reduction over a unit-stride axis).
-Small stages run on one thread.
+Small stages run on one thread (`parallel_min_work`).
 
 Hands on: a `Config` that `validate` accepts.
 """
 import math
+import os
 
 from ..te.arith import free_vars, linear_form
 from ..te.visit import reads
@@ -40,8 +41,9 @@ from .stage import Stage
 VECTOR_BYTES = 32        # AVX2
 ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
-PARALLEL_MIN_WORK = 1 << 21   # points (x reduce points) below which a stage runs on one thread:
-                              # waking the other threads costs more than it saves
+PARALLEL_MIN_WORK = 1 << 15          # points (x reduce points) below which a stage runs on
+PARALLEL_MIN_WORK_PASSIVE = 1 << 21  # one thread; larger when OpenMP threads sleep between
+                                     # parallel loops (OMP_WAIT_POLICY=PASSIVE): waking costs more
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
 PARALLEL_MIN_CHUNKS = 64  # outer loops an elementwise stage fuses into its parallel loop
 WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
@@ -78,9 +80,22 @@ def _stage_default(st):
         else:
             sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
         sc.pad = list(range(len(st.paddable)))
-    if work < PARALLEL_MIN_WORK:
+    if work < parallel_min_work():
         sc.parallel = 0
     return sc
+
+
+def parallel_min_work():
+    """The work (points x reduce points) a stage needs to run on several
+    threads: spinning OpenMP threads (the default) start a parallel loop in
+    about a microsecond, sleeping ones (OMP_WAIT_POLICY=PASSIVE, as the
+    benchmarks set when they time PyTorch in turn) in tens of microseconds.
+
+    >>> parallel_min_work() in (PARALLEL_MIN_WORK, PARALLEL_MIN_WORK_PASSIVE)
+    True
+    """
+    passive = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+    return PARALLEL_MIN_WORK_PASSIVE if passive else PARALLEL_MIN_WORK
 
 
 def _itemsize(dtype):

@@ -19,7 +19,7 @@ Hands on: a reason string for a rejected Config (None: kept), and
 """
 import random
 
-from ..schedule.default import PARALLEL_MIN_WORK
+from ..schedule.default import parallel_min_work
 from ..schedule.space import ConfigSpace
 from .estimate import Estimates
 
@@ -49,7 +49,7 @@ class Pruner:
 
     def _stage(self, st, sc, est):
         hw = self.hw
-        if sc.parallel and est.flops >= PARALLEL_MIN_WORK and hw.cores > 1:
+        if sc.parallel and est.flops >= parallel_min_work() and hw.cores > 1:
             if est.parallel_chunks < hw.cores:
                 return f"parallel: {est.parallel_chunks} chunk(s) for {hw.cores} cores"
             if est.parallel_efficiency < MIN_PARALLEL_EFFICIENCY:
