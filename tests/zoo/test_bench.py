@@ -2,7 +2,6 @@
 at the small preset without torch.compile (seconds), through bench/networks.py
 so the script cannot rot: the report's rows, geometric means and files; and
 its checks of the networks asked for and of the optional packages."""
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -12,15 +11,12 @@ from neoflow.errors import InputError, MissingDependencyError
 from neoflow.zoo import NETWORKS
 from neoflow.zoo.benchmark import QUICK, network_names, run_bench
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "networks.py"
+from bench_scripts import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("bench_networks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("networks")
 
 
 def test_the_script_writes_the_report(script, tmp_path, capsys):

@@ -2,9 +2,7 @@
 the small preset, one network, one timed step, without torch.compile
 (seconds); and torch.compile's kernel counts on their own (slow: inductor
 compiles for ~20 s on this machine)."""
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,15 +10,12 @@ import torch
 
 from neoflow import zoo
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "fusion.py"
+from bench_scripts import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_fusion", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("fusion")
 
 
 def test_main_writes_the_table_and_json(bench, tmp_path, capsys):
