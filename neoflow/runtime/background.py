@@ -37,6 +37,7 @@ from ..tune.measure import Cancelled
 from ..tune.tuner import tune_kernel
 
 JOIN_S = 120.0           # longest close() waits for a thread (a compile in flight ends)
+PRIORITIES = ("idle", "normal")
 
 
 class TuningOptionsError(NeoFlowError):
@@ -50,6 +51,9 @@ class TuningOptions:
     `workers`: tuner worker processes, at most the cores training leaves
     free (default half the cores, at least 1); `budget_s`: seconds of tuning
     in all (ahead: before the first step; background: beside training);
+    `priority`: "idle" (background tuning takes only CPU time training
+    leaves idle, so it never slows training) or "normal" (it competes with
+    training for the cores);
     `trials`: most trials per kernel (a kernel with that many stored counts
     as tuned); `timeout`: seconds one candidate may run; `seed`: the
     search's seed; `source_hook(config, c_source) -> c_source`: rewrites
@@ -63,6 +67,7 @@ class TuningOptions:
     trials: int = 32
     timeout: float = 10.0
     seed: int = 0
+    priority: str = "idle"
     source_hook: object = None
 
     def worker_count(self):
@@ -93,6 +98,9 @@ class TuningOptions:
             if not isinstance(value, (int, float)) or not value > 0:
                 raise TuningOptionsError(f"TuningOptions.{name}={value!r}: expected a positive "
                                          "number of seconds")
+        if self.priority not in PRIORITIES:
+            raise TuningOptionsError(f"TuningOptions.priority={self.priority!r}: expected one "
+                                     f"of {PRIORITIES}")
         if not isinstance(self.trials, int) or self.trials < 1:
             raise TuningOptionsError(f"TuningOptions.trials={self.trials!r}: expected a "
                                      "positive int")
@@ -125,17 +133,17 @@ class BackgroundTuner:
 
     `path`: the tuning database (None: in memory); `jobs`: compiles at once
     per worker; `on_result(key, config)` is called from a tuner thread with
-    each kernel's best schedule.
+    each kernel's best schedule, `on_error(message)` with each error kept.
 
     >>> tuner = BackgroundTuner(kernels, path, TuningOptions(), on_result=print)
     >>> tuner.start({k.key: 1.0 for k in kernels}); tuner.wait(); tuner.close()
     """
 
     def __init__(self, kernels, path, options, target="cpu", jobs=1, on_result=None,
-                 progress=None):
+                 on_error=None, progress=None):
         self.kernels = {k.key: k for k in kernels}
         self.path, self.options, self.target, self.jobs = path, options, target, jobs
-        self.on_result, self.progress = on_result, progress
+        self.on_result, self.on_error, self.progress = on_result, on_error, progress
         self.hw = detect()
         self.results = {}          # key -> best Config found (or stored)
         self.tuned, self.errors = set(), []
@@ -196,7 +204,7 @@ class BackgroundTuner:
                         self.tuned.add(key)
                         self.results[key] = rec.config
         except (NeoFlowError, OSError, sqlite3.Error) as e:
-            self.errors.append(f"reading {self.path}: {e}")
+            self._error(f"reading {self.path}: {e}")
 
     def _next(self):
         """(key, seconds for it) of the next kernel, or None when all are
@@ -214,7 +222,7 @@ class BackgroundTuner:
             try:
                 return Database(self.path)
             except (NeoFlowError, OSError, sqlite3.Error) as e:
-                self.errors.append(f"opening {self.path}: {e}; tuning in memory")
+                self._error(f"opening {self.path}: {e}; tuning in memory")
         return Database(":memory:")
 
     def _work(self):
@@ -250,8 +258,13 @@ class BackgroundTuner:
         except Cancelled:
             return False
         except Exception as e:  # noqa: BLE001 -- a kernel that fails must not stop training
-            self.errors.append(f"{kernel}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            self._error(f"{kernel}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         return not self._stop.is_set()
+
+    def _error(self, message):
+        self.errors.append(message)
+        if self.on_error is not None:
+            self.on_error(message)
 
 
 _live = weakref.WeakSet()    # tuners not yet closed

@@ -19,8 +19,6 @@ measured, so usually a cache hit) with the same parameters;
 writes its address into the table. Loaded libraries are never unloaded
 (build.library keeps them), so every address the table ever held stays
 valid. `NativeStep.profile()` runs one step kernel by kernel and times each.
-`openmp_threads(n)` sets how many threads the kernels use (the trainer
-leaves cores to the background tuner's workers while they run).
 
 Hands on: a step program and forward functions for the executor.
 """
@@ -41,27 +39,6 @@ from ..schedule import default_config, lower_program
 from ..schedule.loop_ir import Program
 from ..schedule.lower import lower_kernel
 from ..tune.database import best_configs
-
-
-OPENMP_RUNTIMES = ("libgomp.so.1", "libomp.so", "libomp.so.5")
-
-
-def openmp_threads(n):
-    """Let the parallel loops of kernels started from this thread use `n`
-    threads; returns the number before, or None when no kernel loaded an
-    OpenMP runtime (then every kernel runs on one thread anyway).
-
-    >>> before = openmp_threads(1); step(); openmp_threads(before)   # doctest: +SKIP
-    """
-    for name in OPENMP_RUNTIMES:
-        try:
-            runtime = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        except OSError:
-            continue
-        before = runtime.omp_get_max_threads()
-        runtime.omp_set_num_threads(int(n))
-        return before
-    return None
 
 
 def compile_kernels(kernels, inputs, outputs, computed, configs):

@@ -11,9 +11,10 @@ measure each one's share of the step time; so do the four after a swap,
 which run the new and the replaced kernels in turn: a new kernel slower in
 the step than the one it replaced (the tuner measured it alone) is
 swapped back. With
-tuning="background" the tuner (runtime.background) then starts on the
-largest shares; with "ahead" it has run to its budget before the step is
-compiled, and its results are swapped in (and checked) like the tuner's.
+tuning="background" the tuner (runtime.background, in a child process at
+idle priority: runtime.tuner_process) then starts on the largest shares;
+with "ahead" it has run to its budget before the step is compiled, and its
+results are swapped in (and checked) like the tuner's.
 
 Hands on: the public `Trainer` (API.md, "Training").
 """
@@ -44,10 +45,10 @@ from ..tune.tuner import estimated_shares
 from . import checkpoint
 from .background import BackgroundTuner, TuningOptions, database_path
 from .executor import Executor
-from .native import openmp_threads
 from .feeds import check_feed
 from .init import initial_value
 from .reference import ReferenceBackend
+from .tuner_process import TunerProcess
 
 TUNING = ("off", "background", "ahead")
 NAN_CHECKS = ("warn", "error", "off")
@@ -95,7 +96,6 @@ class Trainer:
         started = time.perf_counter()
         self._started = started
         self._closed, self._tuner, self._bar = False, None, None
-        self._threads_before = None     # OpenMP threads to restore after background tuning
         options = tuning_options if tuning_options is not None else TuningOptions()
         _check_options(target, tuning, nan_check, backend, options)
         self.target, self.tuning, self.database = target, tuning, database
@@ -154,8 +154,8 @@ class Trainer:
             bar = Progress(None, "tuning ahead", enabled=progress)
             return BackgroundTuner(unique, path, options, self.target,
                                    jobs=max(1, (os.cpu_count() or 1) // workers), progress=bar)
-        return BackgroundTuner(unique, path, options, self.target, jobs=1,
-                               on_result=self._compile_swap)
+        return TunerProcess(BackgroundTuner(unique, path, options, self.target, jobs=1),
+                            prepare=self._compile, on_result=self._compile_swap)
 
     def _tune_ahead(self):
         """Tune every kernel to the budget (order and shares by the analytic
@@ -175,12 +175,17 @@ class Trainer:
         self._tuning_s = time.perf_counter() - t0
 
     def _compile_swap(self, key, config):
-        """(A tuner thread, or construction with "ahead".) Compile the
-        kernels of `key` under `config` and queue them for step() to swap in."""
+        """(The tuner's listener thread, or construction with "ahead".)
+        Compile the kernels of `key` under `config` and queue them for
+        step() to swap in."""
+        for candidate in self._compile(key, config):
+            self._ready.put(candidate)
+
+    def _compile(self, key, config):
+        """The kernels of `key` that do not run `config` yet, compiled under it."""
         step = self._executor.program
-        for n, kernel in enumerate(self.kernels):
-            if kernel.key == key and step.configs[n].to_json() != config.to_json():
-                self._ready.put(step.prepare(n, config))
+        return [step.prepare(n, config) for n, kernel in enumerate(self.kernels)
+                if kernel.key == key and step.configs[n].to_json() != config.to_json()]
 
     # -- training ----------------------------------------------------------
     def step(self, feed):
@@ -195,7 +200,6 @@ class Trainer:
         ex, graph = self._executor, self.graph
         values = check_feed(feed, graph.inputs, graph.inputs, "step")
         self._apply_swaps(t0)
-        self._share_cores()
         for t in graph.inputs:
             np.copyto(ex.buffer(t), values[id(t)])
         self._steps += 1
@@ -247,20 +251,6 @@ class Trainer:
         step, new = self._executor.program, self._profile_left % 2 == 0
         for old, candidate, _, _ in self._checks.values():
             step.swap(candidate if new else old)
-
-    def _share_cores(self):
-        """While the background tuner works, run kernels on the cores its
-        workers leave free; give them all back when it is done."""
-        tuner = self._tuner
-        busy = (self.tuning == "background" and tuner.started_at is not None
-                and not tuner.done)
-        if busy and self._threads_before is None:
-            cores = os.cpu_count() or 1
-            self._threads_before = openmp_threads(max(1, cores - tuner.options.worker_count()))
-            self._threads_before = self._threads_before or 0
-        elif not busy and self._threads_before:
-            openmp_threads(self._threads_before)
-            self._threads_before = None
 
     def _record_profile(self, times):
         """Keep each kernel's fastest time over the profiled steps; when they
@@ -487,9 +477,6 @@ class Trainer:
         self._closed = True
         if self._tuner is not None:
             self._tuner.close()
-        if self._threads_before:
-            openmp_threads(self._threads_before)
-            self._threads_before = None
         if self._bar is not None:
             self._bar.close()
         self._executor = None

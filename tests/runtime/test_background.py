@@ -70,18 +70,52 @@ def train_while_tuning(t, data, limit_s=120.0):
     return losses
 
 
-def children():
-    """Pids of this process's live child processes."""
-    me, out = str(os.getpid()), []
-    for pid in os.listdir("/proc"):
+def descendants(pid=None):
+    """Pids of the live processes below `pid` (default: this process)."""
+    parents = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/stat") as f:
+            with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields[1] == me and fields[0] != "Z":
-            out.append(int(pid))
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid or os.getpid()]
+    while todo:
+        below = parents.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def measuring_workers(pid=None):
+    """Pids of the tuner's measuring workers below `pid` (tune/worker.py)."""
+    out = []
+    for child in descendants(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"worker.py" in f.read():
+                    out.append(child)
+        except OSError:
+            continue
     return out
+
+
+def wait_for(condition, limit_s=60.0):
+    """Poll `condition()` until it is true (returns its value) or `limit_s` passes."""
+    deadline = time.monotonic() + limit_s
+    while not (value := condition()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def hook(defaults, default_fault, other_fault):
@@ -183,7 +217,7 @@ def test_crashing_and_hanging_workers_do_not_stop_training(tmp_path):
         statuses = {s for k in t.kernels
                     for _, s, _, _ in db.trials(k.key, "cpu", detect().fingerprint)}
     assert {"crash", "timeout"} <= statuses, statuses
-    assert children() == []
+    assert descendants() == []
 
 
 def test_close_stops_the_workers_at_once(tmp_path):
@@ -193,14 +227,12 @@ def test_close_stops_the_workers_at_once(tmp_path):
     t = trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts)
     for b in batches(4):
         t.step(b)
-    deadline = time.monotonic() + 60
-    while not children() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert children(), "the tuner started no worker"
+    workers = wait_for(measuring_workers)
+    assert workers, "the tuner started no worker"
     t0 = time.monotonic()
     t.close()
     assert time.monotonic() - t0 < 30
-    assert children() == []
+    assert descendants() == [] and not any(map(alive, workers))
     with Database(tmp_path / "t.sqlite") as db:      # consistent, readable
         assert db.schema_version >= 1
 
@@ -212,11 +244,60 @@ def test_keyboard_interrupt_in_a_with_block_stops_the_workers(tmp_path):
         with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
             for b in batches(4):
                 t.step(b)
-            deadline = time.monotonic() + 60
-            while not children() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            workers = wait_for(measuring_workers)
             raise KeyboardInterrupt
-    assert children() == []
+    assert workers and descendants() == [] and not any(map(alive, workers))
+
+
+@pytest.mark.parametrize("priority, policy", [("idle", os.SCHED_IDLE),
+                                              ("normal", os.SCHED_OTHER)])
+def test_the_tuner_runs_in_a_child_process_at_its_priority(tmp_path, priority, policy):
+    """By default tuning never takes CPU time training needs: its process,
+    compilers and measuring workers run under SCHED_IDLE; training keeps
+    its own policy."""
+    opts = options(trials=4, budget_s=60, timeout=60.0, priority=priority,
+                   source_hook=hook(set(), None, lambda n: HANG))
+    with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
+        for b in batches(4):
+            t.step(b)
+        workers = wait_for(measuring_workers)
+        tuner = t._tuner._process.pid
+        assert tuner != os.getpid() and workers
+        assert os.sched_getscheduler(tuner) == policy
+        assert all(os.sched_getscheduler(w) == policy for w in workers)
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+KILLED_TRAINER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from test_background import HANG, ENTRY, batches, options, trainer
+opts = options(trials=4, budget_s=60, timeout=60.0,
+               source_hook=lambda config, source: source.replace(ENTRY, HANG))
+t = trainer("background", database={db!r}, tuning_options=opts)
+for b in batches(4):
+    t.step(b)
+time.sleep(120)
+"""
+
+
+def test_the_tuner_stops_when_the_trainer_is_killed(tmp_path):
+    """SIGKILL of the training process (no close, no atexit) still ends the
+    tuner process and its worker hung in a candidate."""
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "train.py"
+    script.write_text(KILLED_TRAINER.format(tests=os.path.dirname(__file__),
+                                            db=str(tmp_path / "t.sqlite")))
+    proc = subprocess.Popen([sys.executable, str(script)])
+    try:
+        below = wait_for(lambda: measuring_workers(proc.pid) and descendants(proc.pid), 120)
+        assert below, "the tuner started no worker"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert wait_for(lambda: not any(map(alive, below)), 30), "tuner processes outlived the trainer"
 
 
 @pytest.mark.parametrize("kind", ["unopenable", "corrupt"])
@@ -315,6 +396,7 @@ def test_progress_line(capsys):
     (dict(workers=64), "workers=64"),
     (dict(budget_s=0), "budget_s"),
     (dict(trials=0), "trials"),
+    (dict(priority="high"), "priority"),
 ])
 def test_bad_tuning_options(opts, message):
     with pytest.raises(nf.runtime.TuningOptionsError, match=message):

@@ -1,0 +1,186 @@
+"""runtime/tuner_process: the background tuner in a child process of its own,
+at the lowest CPU priority, so that tuning never slows the training it
+runs beside.
+
+In the trainer's own process the tuner's search and code generation
+(Python) would hold the GIL the training thread needs around every step,
+and its compiles and measurements would compete with the step's kernels
+for the cores. So with tuning="background" the BackgroundTuner (built in
+the trainer, where it read the database) is forked into a child whose
+threads, compilers and measuring workers all run under SCHED_IDLE (nice 19
+where that policy is missing; not with TuningOptions(priority="normal")):
+they get only the CPU time training leaves idle, and training keeps every
+core. The child compiles each result for
+the step too (`prepare`, at idle priority, into the shared build cache),
+then reports it on a pipe; a listener thread in the trainer applies it
+(`on_result`, which then finds the library in the cache) and keeps the
+counts stats() reads (`tuned`, `results`, `errors`).
+
+`close()` asks the child to stop (SIGTERM: the measurement in flight ends,
+its worker is killed) and reaps it. The child ignores Ctrl-C, which the
+trainer handles, and stops by itself when the trainer dies
+(PR_SET_PDEATHSIG).
+
+Hands on: the BackgroundTuner's interface (start, done, close, tuned,
+results, errors, started_at, finished_at) for the Trainer.
+"""
+import atexit
+import ctypes
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import weakref
+
+from ..schedule import Config
+from .background import JOIN_S
+
+PR_SET_PDEATHSIG = 1
+
+
+class TunerProcess:
+    """Runs `tuner` (a BackgroundTuner) in a forked child at idle priority.
+
+    `prepare(key, config)` runs in the child for each result (compiles it
+    for the step); `on_result(key, config)` runs in the trainer, from a
+    listener thread, after it.
+
+    >>> tuner = TunerProcess(BackgroundTuner(kernels, path, TuningOptions()),
+    ...                      prepare=compile_only, on_result=queue_swap)
+    >>> tuner.start(shares); ...; tuner.close()                  # doctest: +SKIP
+    """
+
+    def __init__(self, tuner, prepare=None, on_result=None):
+        self.tuner, self.prepare, self.on_result = tuner, prepare, on_result
+        self.started_at = self.finished_at = None
+        self._process = self._listener = None
+        self._stopping = False
+        _live.add(self)
+
+    kernels = property(lambda self: self.tuner.kernels)
+    options = property(lambda self: self.tuner.options)
+    results = property(lambda self: self.tuner.results)
+    tuned = property(lambda self: self.tuner.tuned)
+    errors = property(lambda self: self.tuner.errors)
+    total = property(lambda self: self.tuner.total)
+    progress = None
+
+    @property
+    def done(self):
+        """True when the child has reported its end (or was never started)."""
+        return self._listener is None or not self._listener.is_alive()
+
+    def start(self, shares):
+        """Fork the child and start tuning, largest `shares` first."""
+        context = multiprocessing.get_context("fork")
+        reader, writer = context.Pipe(duplex=False)
+        self._process = context.Process(target=_child, name="neoflow-tuner", daemon=True,
+                                        args=(self.tuner, shares, writer, self.prepare))
+        self.started_at = time.monotonic()
+        self._process.start()
+        writer.close()
+        self._listener = threading.Thread(target=self._listen, args=(reader,),
+                                          name="neoflow-tuner-listener", daemon=True)
+        self._listener.start()
+
+    def close(self):
+        """Stop the child (its measurement in flight is dropped) and reap it."""
+        self._stopping = True
+        process = self._process
+        if process is not None and process.is_alive():
+            process.terminate()
+            process.join(JOIN_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        if self._listener is not None:
+            self._listener.join(JOIN_S)
+        _live.discard(self)
+
+    def _listen(self, reader):
+        try:
+            while True:
+                try:
+                    kind, *payload = reader.recv()
+                except (EOFError, OSError):
+                    break
+                if kind == "result":
+                    self._result(*payload)
+                elif kind == "error":
+                    self.tuner.errors.append(payload[0])
+        finally:
+            reader.close()
+            self._process.join(JOIN_S)
+            code = self._process.exitcode
+            if code not in (0, None) and not self._stopping:
+                self.tuner.errors.append(f"the tuner process ended with exit code {code}")
+            self.finished_at = time.monotonic()
+
+    def _result(self, key, text):
+        config = Config.from_json(text)
+        self.tuner.results[key] = config
+        try:
+            if self.on_result is not None:
+                self.on_result(key, config)
+        except Exception as e:  # noqa: BLE001 -- a result that fails to load must not stop training
+            self.tuner.errors.append(f"loading the schedule of {key[:12]}: "
+                                     f"{type(e).__name__}: {e}")
+        self.tuner.tuned.add(key)
+
+
+def _child(tuner, shares, out, prepare):
+    """The child process: tune at idle priority, report on `out`."""
+    parent = os.getppid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: tuner._stop.set())
+    _die_with_parent()
+    if os.getppid() != parent:          # the trainer died before the line above
+        return
+    if tuner.options.priority == "idle":
+        lowest_priority()
+
+    def report(key, config):
+        if prepare is not None:
+            prepare(key, config)
+        out.send(("result", key, config.to_json()))
+
+    tuner.on_result = report
+    tuner.on_error = lambda message: out.send(("error", message))
+    tuner.start(shares)
+    tuner.wait()
+    tuner.close()
+    out.close()
+
+
+def lowest_priority():
+    """Put this process (its threads and children to come) under SCHED_IDLE,
+    else at nice 19; returns the policy's name.
+
+    >>> lowest_priority()                                   # doctest: +SKIP
+    'SCHED_IDLE'
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return "SCHED_IDLE"
+    except (AttributeError, OSError):
+        os.nice(19 - os.nice(0))
+        return "nice 19"
+
+
+def _die_with_parent():
+    """Linux: SIGTERM this process when the trainer exits, however it ends."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+_live = weakref.WeakSet()    # tuner processes not yet closed
+
+
+@atexit.register
+def _close_all():
+    for tuner in list(_live):
+        tuner.close()
