@@ -7,12 +7,16 @@ baseline and, in the worker, the reference every candidate is checked
 against); then batches proposed by tune/search.py are measured by
 tune/measure.py until the trial or time budget is spent. Every trial goes
 into the database; the best schedule replaces the stored one as soon as
-a batch finds one faster.
+a batch finds one faster. At the end a new best is measured again against
+the default schedule, in turn (CONFIRM_ROUNDS): unless it wins by MIN_GAIN,
+the default is stored as the best instead -- one lucky measurement among
+many candidates must not replace a default schedule that is as fast.
 A computation of several kernels shares the budget among them in
 proportion to their estimated time (each gets at least a few trials).
 
 Hands on: `Record`s (tune/database.py).
 """
+import statistics
 import time
 
 from ..errors import NeoFlowError
@@ -27,6 +31,8 @@ from .search import Search
 
 BATCH = 8
 MIN_TRIALS = 4        # per kernel, when a budget is shared
+CONFIRM_ROUNDS = 3    # head-to-head measurements of a new best against the default schedule
+MIN_GAIN = 0.03       # the fraction of the default's time a new best must save to be kept
 
 
 class TuneError(NeoFlowError):
@@ -130,11 +136,13 @@ def split_trials(total, shares):
 
 def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, seed=0,
                 timeout=10.0, prune=True, bar=None, source_hook=None, batch=BATCH, jobs=None,
-                stop=None):
+                stop=None, pause=None):
     """Tune one Kernel; returns its best Record (also stored in `db`, as soon
     as it is found). `jobs`: compiles at once (default one per core);
     `stop`: a threading.Event that, when set, drops the batch in flight and
-    raises tune.measure.Cancelled (the bests found before stay stored).
+    raises tune.measure.Cancelled (the bests found before stay stored);
+    `pause()`, called before each batch, returns when the batch may start
+    (the background tuner waits there for an idle core).
 
     >>> rec = tune_kernel(kernel, db=Database("/tmp/t.sqlite"), trials=16)   # doctest: +SKIP
     """
@@ -145,7 +153,10 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
     work = flops(list(kernel.outputs), given=kernel.inputs)
     name = " ".join(t.name for t in kernel.stages)
     best = db.best(kernel.key, target, hw.fingerprint)
+    found = False                  # a new best in this call (confirmed at the end)
     done, spent_per_trial = 0, None
+    if pause is not None:          # before the measurer compiles the default schedule
+        pause()
     with Measurer(kernel, timeout=timeout, seed=seed, source_hook=source_hook, jobs=jobs,
                   stop=stop) as measurer:
         pending = []
@@ -164,6 +175,8 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
             pending = []
             if not configs:
                 break
+            if pause is not None:
+                pause()
             t0 = time.monotonic()
             results = measurer.measure(configs)
             spent_per_trial = (time.monotonic() - t0) / len(configs)
@@ -179,13 +192,35 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
                     improved = True
             if improved:
                 db.offer(best)
+                found = True
             if bar is not None:
                 bar.update(len(results), None if best is None else best.gflops,
                            None if deadline is None else deadline - time.monotonic())
+        if found and best.config.to_json() != default.to_json():
+            best = _confirm(measurer, db, best, default)
     if best is None:
         raise TuneError(f"no schedule of {kernel} could be measured (see the trials in "
                         f"{db.path})")
     return db.offer(best)
+
+
+def _confirm(measurer, db, best, default):
+    """Measure `best` and the `default` schedule CONFIRM_ROUNDS times in turn;
+    keep `best` if its median time beats the default's by MIN_GAIN, else
+    store the default (its confirmed time) as the best. Returns the Record kept."""
+    times = ([], [])
+    for _ in range(CONFIRM_ROUNDS):
+        for n, r in enumerate(measurer.measure([best.config, default])):
+            if r.status == "ok":
+                times[n].append(r.median_s)
+    if not times[1]:
+        return best
+    default_s = statistics.median(times[1])
+    if times[0] and statistics.median(times[0]) <= default_s * (1 - MIN_GAIN):
+        return best
+    db.forget(best.kernel, best.target, best.hardware)
+    return db.offer(Record(best.kernel, best.target, best.hardware, default, default_s,
+                           best.flops, 0, best.name))
 
 
 def _past_trials(db, kernel, target, hw):

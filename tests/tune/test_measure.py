@@ -47,3 +47,37 @@ def test_tuner_survives_a_crashing_candidate(small_kernel, db):
     assert rec.config.to_json() == default
     statuses = sorted(s for _, s, _, _ in db.trials(small_kernel.key, "cpu", rec.hardware))
     assert statuses == ["crash", "crash", "crash", "ok"]
+
+
+def busy(n):
+    """A source rewrite: `n` empty loop turns before the kernel runs."""
+    return lambda src: src.replace(ENTRY, ENTRY + f" for (volatile int z = 0; z < {n}; ++z) {{}}")
+
+
+def test_a_lucky_best_must_beat_the_default_again(small_kernel, db):
+    """During the search the default schedule measures very slow (once) and
+    every candidate a little slow: a candidate wins the search, loses the
+    head-to-head confirmation, and the database keeps the default."""
+    default = default_config(small_kernel).to_json()
+    default_builds = []
+
+    def hook(config, source):
+        if config.to_json() == default:
+            default_builds.append(1)
+            return busy(3_000_000)(source) if len(default_builds) == 1 else source
+        return busy(300_000)(source)
+    rec = tune_kernel(small_kernel, db=db, trials=4, timeout=5.0, source_hook=hook)
+    assert rec.config.to_json() == default
+    assert db.best(small_kernel.key, "cpu", rec.hardware).config.to_json() == default
+    assert len(default_builds) > 1, "no confirmation was measured"
+
+
+def test_a_real_gain_is_confirmed(small_kernel, db):
+    """The default schedule is always very slow: the search's best is kept."""
+    default = default_config(small_kernel).to_json()
+
+    def hook(config, source):
+        return busy(3_000_000)(source) if config.to_json() == default else source
+    rec = tune_kernel(small_kernel, db=db, trials=4, timeout=5.0, source_hook=hook)
+    assert rec.config.to_json() != default
+    assert db.best(small_kernel.key, "cpu", rec.hardware).config.to_json() != default
