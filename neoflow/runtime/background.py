@@ -133,17 +133,19 @@ class BackgroundTuner:
 
     `path`: the tuning database (None: in memory); `jobs`: compiles at once
     per worker; `on_result(key, config)` is called from a tuner thread with
-    each kernel's best schedule, `on_error(message)` with each error kept.
+    each kernel's best schedule, `on_error(message)` with each error kept;
+    `pause()` before each batch of trials returns when it may start.
 
     >>> tuner = BackgroundTuner(kernels, path, TuningOptions(), on_result=print)
     >>> tuner.start({k.key: 1.0 for k in kernels}); tuner.wait(); tuner.close()
     """
 
     def __init__(self, kernels, path, options, target="cpu", jobs=1, on_result=None,
-                 on_error=None, progress=None):
+                 on_error=None, progress=None, pause=None):
         self.kernels = {k.key: k for k in kernels}
         self.path, self.options, self.target, self.jobs = path, options, target, jobs
         self.on_result, self.on_error, self.progress = on_result, on_error, progress
+        self.pause = pause
         self.hw = detect()
         self.results = {}          # key -> best Config found (or stored)
         self.tuned, self.errors = set(), []
@@ -249,7 +251,8 @@ class BackgroundTuner:
             rec = tune_kernel(kernel, db=db, target=self.target, hw=self.hw, trials=trials,
                               seconds=seconds, seed=self.options.seed,
                               timeout=self.options.timeout, jobs=self.jobs, stop=self._stop,
-                              source_hook=self.options.source_hook, bar=self.progress)
+                              source_hook=self.options.source_hook, bar=self.progress,
+                              pause=self.pause)
             self.results[key] = rec.config
             if self.on_result is not None:
                 self.on_result(key, rec.config)

@@ -10,7 +10,9 @@ the trainer, where it read the database) is forked into a child whose
 threads, compilers and measuring workers all run under SCHED_IDLE (nice 19
 where that policy is missing; not with TuningOptions(priority="normal")):
 they get only the CPU time training leaves idle, and training keeps every
-core. The child compiles each result for
+core. Even so, work squeezed into the short gaps of a step evicts the
+step's data from shared caches, so the child also waits (IdleGate) before
+each batch of trials until training leaves a core free. The child compiles each result for
 the step too (`prepare`, at idle priority, into the shared build cache),
 then reports it on a pipe; a listener thread in the trainer applies it
 (`on_result`, which then finds the library in the cache) and keeps the
@@ -34,9 +36,12 @@ import time
 import weakref
 
 from ..schedule import Config
+from ..tune.measure import Cancelled
 from .background import JOIN_S
 
 PR_SET_PDEATHSIG = 1
+FREE_CORE = 0.75      # idle cores the tuner waits for (cores minus what training uses)
+SAMPLE_S = 0.25       # seconds over which training's CPU use is sampled
 
 
 class TunerProcess:
@@ -139,6 +144,7 @@ def _child(tuner, shares, out, prepare):
         return
     if tuner.options.priority == "idle":
         lowest_priority()
+        tuner.pause = IdleGate(parent, tuner._stop).wait
 
     def report(key, config):
         if prepare is not None:
@@ -151,6 +157,52 @@ def _child(tuner, shares, out, prepare):
     tuner.wait()
     tuner.close()
     out.close()
+
+
+class IdleGate:
+    """Holds the tuner back while the training process `pid` keeps every
+    core busy. Idle priority alone is not enough there: a tuner squeezed
+    into the gaps between a step's parallel loops (compiling, measuring)
+    still evicts the step's data from the caches it shares, which cost
+    LLTM about 10% of its step time on 2 cores. `wait()` returns once
+    training has used at most `cores - FREE_CORE` cores over a sample of
+    SAMPLE_S seconds (a core is free: training runs on fewer threads, or
+    loads data, evaluates, checkpoints); it raises Cancelled when `stop` is
+    set.
+
+    >>> IdleGate(os.getppid(), threading.Event()).wait()     # doctest: +SKIP
+    """
+
+    def __init__(self, pid, stop, cores=None):
+        self.pid, self.stop = pid, stop
+        self.cores = cores or os.cpu_count() or 1
+
+    def wait(self):
+        while not self.stop.is_set():
+            used = self._cores_used()
+            if used is None or used <= self.cores - FREE_CORE:
+                return
+        raise Cancelled("tuning stopped while waiting for an idle core")
+
+    def _cores_used(self):
+        """Cores the training process used over the next SAMPLE_S seconds
+        (None if /proc cannot tell)."""
+        before, t0 = _cpu_seconds(self.pid), time.monotonic()
+        self.stop.wait(SAMPLE_S)
+        after, t1 = _cpu_seconds(self.pid), time.monotonic()
+        if before is None or after is None:
+            return None
+        return (after - before) / max(t1 - t0, 1e-6)
+
+
+def _cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` (all its threads), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def lowest_priority():
