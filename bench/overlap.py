@@ -152,7 +152,8 @@ def markdown(results, args):
                  f"{sizes or 'none'}), {THREADS} threads; NeoFlow tuning budget {args.budget:g} s, "
                  f"at most {args.trials} trials per kernel, 1 tuner worker; every run starts "
                  "from an empty kernel cache and tuning database; wall time includes all "
-                 f"compiling and tuning; {args.repeats} run(s) per mode, modes in turn, the "
+                 f"compiling and tuning; {args.repeats} run(s) per mode, modes in turn (the order "
+                 "rotated each repeat), the "
                  "run with the median wall time shown (its first step, final ms/step and "
                  f"plot); final ms/step: median of the last {TAIL} steps.")
     return "\n".join(lines) + "\n"
@@ -168,7 +169,8 @@ def main():
     parser.add_argument("--budget", type=float, default=45.0, help="tuning seconds")
     parser.add_argument("--trials", type=int, default=16, help="most trials per kernel")
     parser.add_argument("--repeats", type=int, default=1,
-                        help="runs per mode (modes in turn); the median run is reported")
+                        help="runs per mode (modes in turn, the order rotated each repeat); "
+                             "the median run is reported")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--child", nargs=2, metavar=("NETWORK", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -181,8 +183,8 @@ def main():
     results = {}
     for network in args.networks:
         tries = {mode: [] for mode in args.modes}
-        for n in range(args.repeats):       # modes in turn, so drift hits them alike
-            for mode in args.modes:
+        for n in range(args.repeats):       # modes in turn, rotated each repeat: drift and
+            for mode in args.modes[n:] + args.modes[:n]:   # position effects hit them alike
                 print(f"[overlap] {network} {mode} ({n + 1}/{args.repeats}) ...", flush=True)
                 r = run_child(network, mode, args)
                 tries[mode].append(r)

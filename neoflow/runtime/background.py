@@ -162,6 +162,11 @@ class BackgroundTuner:
         return len(self.kernels)
 
     @property
+    def stop_event(self):
+        """The threading.Event that stops the workers when set (close() sets it)."""
+        return self._stop
+
+    @property
     def done(self):
         """True when every worker thread has finished (or none was started)."""
         return not any(t.is_alive() for t in self._threads)

@@ -12,11 +12,11 @@ where that policy is missing; not with TuningOptions(priority="normal")):
 they get only the CPU time training leaves idle, and training keeps every
 core. Even so, work squeezed into the short gaps of a step evicts the
 step's data from shared caches, so the child also waits (IdleGate) before
-each batch of trials until training leaves a core free. The child compiles each result for
-the step too (`prepare`, at idle priority, into the shared build cache),
-then reports it on a pipe; a listener thread in the trainer applies it
-(`on_result`, which then finds the library in the cache) and keeps the
-counts stats() reads (`tuned`, `results`, `errors`).
+each batch of trials until training leaves a core free. The child
+compiles each result for the step too (`prepare`, at idle priority, into
+the shared build cache), then reports it on a pipe; a listener thread in
+the trainer applies it (`on_result`, which then finds the library in the
+cache) and keeps the counts stats() reads (`tuned`, `results`, `errors`).
 
 `close()` asks the child to stop (SIGTERM: the measurement in flight ends,
 its worker is killed) and reaps it. The child ignores Ctrl-C, which the
@@ -138,13 +138,13 @@ def _child(tuner, shares, out, prepare):
     """The child process: tune at idle priority, report on `out`."""
     parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: tuner._stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: tuner.stop_event.set())
     _die_with_parent()
     if os.getppid() != parent:          # the trainer died before the line above
         return
     if tuner.options.priority == "idle":
         lowest_priority()
-        tuner.pause = IdleGate(parent, tuner._stop).wait
+        tuner.pause = IdleGate(parent, tuner.stop_event).wait
 
     def report(key, config):
         if prepare is not None:
@@ -221,7 +221,8 @@ def lowest_priority():
 
 
 def _die_with_parent():
-    """Linux: SIGTERM this process when the trainer exits, however it ends."""
+    """Linux: SIGTERM this process when the trainer exits, however it ends
+    (strictly: when the thread that forked it, the one running steps, exits)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

@@ -268,6 +268,32 @@ def test_the_tuner_runs_in_a_child_process_at_its_priority(tmp_path, priority, p
         assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
+def test_the_idle_gate_waits_while_training_keeps_every_core_busy():
+    """IdleGate opens at once beside a sleeping process and stays shut beside
+    one that keeps (as many cores as it is told there are) busy, until stopped."""
+    import subprocess
+    import sys
+    import threading
+    from neoflow.runtime.tuner_process import IdleGate
+    from neoflow.tune.measure import Cancelled
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        stop = threading.Event()
+        t0 = time.monotonic()
+        IdleGate(sleeper.pid, stop, cores=1).wait()
+        assert time.monotonic() - t0 < 5
+        threading.Timer(1.5, stop.set).start()
+        t0 = time.monotonic()
+        with pytest.raises(Cancelled):
+            IdleGate(spinner.pid, stop, cores=1).wait()
+        assert time.monotonic() - t0 >= 1.0
+    finally:
+        for p in (sleeper, spinner):
+            p.kill()
+            p.wait()
+
+
 KILLED_TRAINER = """
 import sys, time
 sys.path.insert(0, {tests!r})
