@@ -11,8 +11,9 @@ threads, compilers and measuring workers all run under SCHED_IDLE (nice 19
 where that policy is missing; not with TuningOptions(priority="normal")):
 they get only the CPU time training leaves idle, and training keeps every
 core. Even so, work squeezed into the short gaps of a step evicts the
-step's data from shared caches, so the child also waits (IdleGate) before
-each batch of trials until training leaves a core free. The child
+step's data from shared caches, so the tuner also waits until training
+leaves a core free (IdleGate): the listener thread before it forks the
+child at all, the child again before each batch of trials. The child
 compiles each result for the step too (`prepare`, at idle priority, into
 the shared build cache), then reports it on a pipe; a listener thread in
 the trainer applies it (`on_result`, which then finds the library in the
@@ -61,6 +62,7 @@ class TunerProcess:
         self.started_at = self.finished_at = None
         self._process = self._listener = None
         self._stopping = False
+        self._lock = threading.Lock()
         _live.add(self)
 
     kernels = property(lambda self: self.tuner.kernels)
@@ -77,22 +79,40 @@ class TunerProcess:
         return self._listener is None or not self._listener.is_alive()
 
     def start(self, shares):
-        """Fork the child and start tuning, largest `shares` first."""
-        context = multiprocessing.get_context("fork")
-        reader, writer = context.Pipe(duplex=False)
-        self._process = context.Process(target=_child, name="neoflow-tuner", daemon=True,
-                                        args=(self.tuner, shares, writer, self.prepare))
+        """Start tuning, largest `shares` first: a listener thread waits (at
+        idle priority) for a free core, then forks the child and serves it."""
         self.started_at = time.monotonic()
-        self._process.start()
-        writer.close()
-        self._listener = threading.Thread(target=self._listen, args=(reader,),
+        self._listener = threading.Thread(target=self._run, args=(shares,),
                                           name="neoflow-tuner-listener", daemon=True)
         self._listener.start()
 
+    def _run(self, shares):
+        stop = self.tuner.stop_event
+        if self.tuner.options.priority == "idle":
+            try:      # while training keeps every core busy, not even the fork happens
+                IdleGate(os.getpid(), stop, exclude=threading.get_native_id()).wait()
+            except Cancelled:
+                self.finished_at = time.monotonic()
+                return
+        context = multiprocessing.get_context("fork")
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(target=_child, name="neoflow-tuner", daemon=True,
+                                  args=(self.tuner, shares, writer, self.prepare))
+        with self._lock:
+            if stop.is_set():       # closed while the gate waited
+                self.finished_at = time.monotonic()
+                return
+            process.start()         # from this thread, which lives as long as the child
+            self._process = process
+        writer.close()
+        self._listen(reader)
+
     def close(self):
         """Stop the child (its measurement in flight is dropped) and reap it."""
-        self._stopping = True
-        process = self._process
+        with self._lock:
+            self._stopping = True
+            self.tuner.stop_event.set()
+            process = self._process
         if process is not None and process.is_alive():
             process.terminate()
             process.join(JOIN_S)
@@ -168,13 +188,13 @@ class IdleGate:
     training has used at most `cores - FREE_CORE` cores over a sample of
     SAMPLE_S seconds (a core is free: training runs on fewer threads, or
     loads data, evaluates, checkpoints); it raises Cancelled when `stop` is
-    set.
+    set. `exclude`: a thread of `pid` (the gate's own) left out of the count.
 
     >>> IdleGate(os.getppid(), threading.Event()).wait()     # doctest: +SKIP
     """
 
-    def __init__(self, pid, stop, cores=None):
-        self.pid, self.stop = pid, stop
+    def __init__(self, pid, stop, cores=None, exclude=None):
+        self.pid, self.stop, self.exclude = pid, stop, exclude
         self.cores = cores or os.cpu_count() or 1
 
     def wait(self):
@@ -187,18 +207,24 @@ class IdleGate:
     def _cores_used(self):
         """Cores the training process used over the next SAMPLE_S seconds
         (None if /proc cannot tell)."""
-        before, t0 = _cpu_seconds(self.pid), time.monotonic()
+        before, t0 = self._cpu_seconds(), time.monotonic()
         self.stop.wait(SAMPLE_S)
-        after, t1 = _cpu_seconds(self.pid), time.monotonic()
+        after, t1 = self._cpu_seconds(), time.monotonic()
         if before is None or after is None:
             return None
         return (after - before) / max(t1 - t0, 1e-6)
 
+    def _cpu_seconds(self):
+        own = 0.0 if self.exclude is None else _cpu_seconds(f"{self.pid}/task/{self.exclude}")
+        total = _cpu_seconds(self.pid)
+        return None if total is None or own is None else total - own
 
-def _cpu_seconds(pid):
-    """User + system CPU seconds of process `pid` (all its threads), or None."""
+
+def _cpu_seconds(path):
+    """User + system CPU seconds of /proc/`path` (a process: all its
+    threads; `pid/task/tid`: one thread), or None."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{path}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):

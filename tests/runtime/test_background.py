@@ -294,6 +294,23 @@ def test_the_idle_gate_waits_while_training_keeps_every_core_busy():
             p.wait()
 
 
+def test_a_busy_trainer_starts_no_tuner_process_until_a_core_is_free(tmp_path, monkeypatch):
+    """Told the machine has one core, steady stepping keeps it busy: the
+    tuner process is not even forked; once training pauses, it starts."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    data = batches(8)
+    with trainer("background", database=tmp_path / "t.sqlite",
+                 tuning_options=options(trials=2, budget_s=60)) as t:
+        deadline = time.monotonic() + 2.0
+        n = 0
+        while time.monotonic() < deadline:
+            t.step(data[n % len(data)])
+            n += 1
+        assert t._tuner.started_at is not None, "the profile did not start the tuner"
+        assert t._tuner._process is None, "the tuner forked beside a busy trainer"
+        assert wait_for(lambda: t._tuner._process is not None, 30), "no start once idle"
+
+
 KILLED_TRAINER = """
 import sys, time
 sys.path.insert(0, {tests!r})
