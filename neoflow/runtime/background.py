@@ -51,9 +51,9 @@ class TuningOptions:
     `workers`: tuner worker processes, at most the cores training leaves
     free (default half the cores, at least 1); `budget_s`: seconds of tuning
     in all (ahead: before the first step; background: beside training);
-    `priority`: "idle" (background tuning takes only CPU time training
-    leaves idle, so it never slows training) or "normal" (it competes with
-    training for the cores);
+    `priority`: "idle" (background tuning waits for a core training leaves
+    free and runs at idle priority, so it does not slow training) or
+    "normal" (it competes with training for the cores);
     `trials`: most trials per kernel (a kernel with that many stored counts
     as tuned); `timeout`: seconds one candidate may run; `seed`: the
     search's seed; `source_hook(config, c_source) -> c_source`: rewrites
