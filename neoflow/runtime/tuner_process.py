@@ -79,8 +79,8 @@ class TunerProcess:
         return self._listener is None or not self._listener.is_alive()
 
     def start(self, shares):
-        """Start tuning, largest `shares` first: a listener thread waits (at
-        idle priority) for a free core, then forks the child and serves it."""
+        """Start tuning, largest `shares` first: a listener thread waits for a
+        free core (priority "idle"), then forks the child and serves it."""
         self.started_at = time.monotonic()
         self._listener = threading.Thread(target=self._run, args=(shares,),
                                           name="neoflow-tuner-listener", daemon=True)
@@ -175,7 +175,6 @@ def _child(tuner, shares, out, prepare):
     tuner.on_error = lambda message: out.send(("error", message))
     tuner.start(shares)
     tuner.wait()
-    tuner.close()
     out.close()
 
 

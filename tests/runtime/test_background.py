@@ -70,16 +70,26 @@ def train_while_tuning(t, data, limit_s=120.0):
     return losses
 
 
+def proc_stat(pid):
+    """The fields of /proc/`pid`/stat after the command name, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid):
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def descendants(pid=None):
     """Pids of the live processes below `pid` (default: this process)."""
     parents = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z":
+        fields = proc_stat(entry)
+        if fields is not None and fields[0] != "Z":
             parents.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], [pid or os.getpid()]
     while todo:
@@ -108,14 +118,6 @@ def wait_for(condition, limit_s=60.0):
     while not (value := condition()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return value
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def hook(defaults, default_fault, other_fault):
