@@ -76,6 +76,19 @@ def test_inputs_untouched_outputs_fresh_torch_and_views_accepted(prog):
     strided = np.repeat(bv, 2)[::2]                           # a strided view
     assert not strided.flags.c_contiguous
     np.testing.assert_allclose(f(wide, strided), av * bv)
+    frozen_a, frozen_b = av.copy(), bv.copy()        # read-only buffers: no buffer export
+    frozen_a.setflags(write=False)
+    frozen_b.setflags(write=False)
+    np.testing.assert_allclose(f(frozen_a, frozen_b), av * bv)
+
+
+def test_address_is_the_data_pointer_writable_or_not():
+    a = np.arange(6, dtype=np.float32)
+    assert nf.api.address(a) == a.ctypes.data
+    a.setflags(write=False)
+    assert nf.api.address(a) == a.ctypes.data
+    empty = np.zeros(0, np.float32)                    # no byte to take the address of
+    assert nf.api.address(empty) == empty.ctypes.data
 
 
 def test_unused_inputs_outputs_that_are_inputs_and_repeated_outputs(prog):
