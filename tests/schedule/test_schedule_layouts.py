@@ -41,6 +41,33 @@ def test_default_dense_packs_its_transposed_weight():
     np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
 
 
+def test_default_gemm_splits_columns_among_threads_when_b_outgrows_a():
+    # N > M: each thread takes a range of column tiles (the panels it packed);
+    # N <= M: a range of row tiles, as before
+    for m, n, first in ((24, 160, "s1.0"), (96, 48, "s0.0"), (64, 64, "s0.0")):
+        x, w = nf.placeholder((m, 96), name="x"), nf.placeholder((n, 96), name="w")
+        k = nf.reduce_axis(96, name="k")
+        y = nf.compute((m, n), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
+        f = nf.build(y, [x, w], database=False)
+        sc = f.configs[0].stages[0]
+        assert sc.order[0] == first and sc.parallel == 2, (m, n, sc)
+        xv, wv = randn(m, 96), randn(n, 96)
+        np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
+
+
+def test_default_parallelises_small_stages_heavy_with_transcendentals(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)   # spinning threads: cheap to start
+    a = nf.placeholder((64, 256), name="a")
+    plain = nf.compute((64, 256), lambda i, j: a[i, j] * 2 + 1, name="plain")
+    heavy = nf.compute((64, 256), lambda i, j: nf.sigmoid(a[i, j]) * nf.tanh(a[i, j]),
+                       name="heavy")
+    assert nf.build(plain, [a], database=False).configs[0].stages[0].parallel == 0
+    f = nf.build(heavy, [a], database=False)
+    assert f.configs[0].stages[0].parallel >= 1
+    av = randn(64, 256)
+    np.testing.assert_allclose(f(av), nf.evaluate(heavy, {a: av}), rtol=1e-5, atol=1e-6)
+
+
 def test_default_conv_pads_and_blocks_output_channels():
     x, w = nf.placeholder((2, 8, 9, 9), name="x"), nf.placeholder((16, 8, 3, 3), name="w")
     y = nf.nn.conv2d(x, w, padding=1)
