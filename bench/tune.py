@@ -39,19 +39,22 @@ from neoflow.api import plan_kernels  # noqa: E402
 from neoflow.tune import Database, detect, workloads  # noqa: E402
 from neoflow.tune.prune import Pruner, prune_report  # noqa: E402
 
-REPEATS = 11
+REPEATS = 31
 
 
 def median_seconds(*calls):
-    """Median seconds of each callable in `calls`, timed in alternation."""
+    """Median seconds of each callable in `calls`, timed in alternation; the
+    order rotates every round, so that each runs equally often right after
+    each other one (a call right after PyTorch's ran measurably slower)."""
     times = [[] for _ in calls]
     for fn in calls:
         fn()
-    for _ in range(REPEATS):
-        for fn, out in zip(calls, times):
+    for round_ in range(REPEATS):
+        for k in range(len(calls)):
+            n = (round_ + k) % len(calls)
             start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
+            calls[n]()
+            times[n].append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 

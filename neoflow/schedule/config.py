@@ -26,6 +26,14 @@ As JSON:
   indexed by exactly one spatial axis, e.g. matmul's B[k, j] along j):
   B becomes P[j // f, k, j % f] with f the innermost split factor of j, so
   a loop over j's innermost level reads one contiguous panel (GEMM packing).
+* compute_at (optional, false by default): run the stage inside the
+  previous stage's outer loop, row by row -- both run their first axis
+  s0, unsplit, as their one parallel loop; row i of this stage is computed
+  right after row i of the previous one (one parallel loop instead of two,
+  the row still in cache). Legal when every read of that stage's output (and
+  of an earlier stage of the same chain, or of a kernel input with as many
+  rows, which the buffer plan may share) is at the same row
+  (`compute_at_problem` says why not).
 * pad (optional): inputs copied zero-padded before the stage runs --
   numbers into `Stage.paddable` (conv2d's input): the guarded reads
   `where(in bounds, x[...], 0)` become plain reads of the copy, so edge
@@ -38,6 +46,9 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import NeoFlowError
+from ..te.arith import free_vars
+from ..te.expr import Reduce
+from ..te.visit import post_order, reads
 from .stage import Stage
 
 MAX_FACTORS = 3          # a split makes at most 4 loops per axis
@@ -60,6 +71,7 @@ class StageConfig:
     cache_write: bool = False
     pack: list = field(default_factory=list)
     pad: list = field(default_factory=list)
+    compute_at: bool = False
 
     def to_dict(self):
         out = {"tile": {a: list(f) for a, f in self.tile.items()}, "order": list(self.order),
@@ -69,6 +81,8 @@ class StageConfig:
             out["pack"] = list(self.pack)
         if self.pad:
             out["pad"] = list(self.pad)
+        if self.compute_at:
+            out["compute_at"] = True
         return out
 
 
@@ -100,7 +114,8 @@ class Config:
                     unroll={str(k): int(v) for k, v in s.get("unroll", {}).items()},
                     cache_write=bool(s.get("cache_write", False)),
                     pack=[int(n) for n in s.get("pack", [])],
-                    pad=[int(n) for n in s.get("pad", [])]))
+                    pad=[int(n) for n in s.get("pad", [])],
+                    compute_at=s.get("compute_at", False)))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ConfigError(f"malformed schedule config {data!r}: {e}") from None
         return cls(stages)
@@ -151,8 +166,60 @@ def validate(config, kernel):
     if len(config.stages) != len(kernel.stages):
         raise ConfigError(f"the config has {len(config.stages)} stage schedule(s); kernel "
                           f"{kernel} has {len(kernel.stages)} stage(s)")
-    for n, (t, sc) in enumerate(zip(kernel.stages, config.stages)):
-        validate_stage(Stage(t), sc, f"stage {n} ('{t.name}')")
+    stages = [Stage(t) for t in kernel.stages]
+    for n, (st, sc) in enumerate(zip(stages, config.stages)):
+        where = f"stage {n} ('{st.tensor.name}')"
+        validate_stage(st, sc, where)
+        if not isinstance(sc.compute_at, bool):
+            raise ConfigError(f"{where}: compute_at must be true or false")
+        problem = compute_at_problem(stages, config.stages, n, kernel.inputs) \
+            if sc.compute_at else None
+        if problem:
+            raise ConfigError(f"{where}: cannot be computed at the previous stage: {problem}")
+
+
+def row_parallel(st, sc):
+    """Whether `sc` runs Stage `st` as one parallel loop over its first axis,
+    unsplit, with no packed or padded copy made before it."""
+    return (len(st.spatial) > 0 and sc.parallel == 1 and not sc.tile["s0"]
+            and sc.order[0] == "s0.0" and not sc.pack and not sc.pad)
+
+
+def compute_at_problem(stages, configs, n, inputs):
+    """Why stage `n` (of Stages `stages`, scheduled by `configs`) cannot be
+    computed at stage n - 1 (see the module docstring), or None if it can.
+
+    >>> compute_at_problem(stages, configs, 2, kernel.inputs)   # doctest: +SKIP
+    'it reads stage 1 ('c_new') at another row'
+    """
+    if n == 0:
+        return "it is the first stage"
+    head = n - 1
+    while head > 0 and configs[head].compute_at:
+        head -= 1
+    group = stages[head:n + 1]
+    for st, sc in zip(group, configs[head:n + 1]):
+        if not row_parallel(st, sc):
+            return (f"stage '{st.tensor.name}' must run its first axis s0, unsplit, as its "
+                    "one parallel loop (parallel 1, order starting with s0.0), with no pack "
+                    "or pad")
+    rows = group[0].spatial[0].extent
+    if group[-1].spatial[0].extent != rows:
+        return f"its first axis has {group[-1].spatial[0].extent} points, the previous {rows}"
+    shared = {id(st.tensor): st.tensor.name for st in group}
+    shared.update({id(t): t.name for t in inputs if t.ndim and t.shape[0] == rows})
+    for st in group:
+        row = st.spatial[0]
+        for r in reads(st.tensor.op.body):
+            if id(r.tensor) in shared and r.indices[0] is not row:
+                return (f"stage '{st.tensor.name}' reads '{r.tensor.name}' at another row "
+                        f"than its own")
+        for e in post_order(st.tensor.op.body):
+            if isinstance(e, Reduce) and e is not st.reduction and \
+                    all(v is not row for v in free_vars(e)):
+                return (f"stage '{st.tensor.name}' has a reduction that does not depend on "
+                        "its row (it runs before the row loop)")
+    return None
 
 
 def validate_stage(st, sc, where):

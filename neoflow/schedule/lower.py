@@ -1,7 +1,8 @@
 """schedule/lower: a kernel and its Config -> loop IR; kernels -> a Program.
 
 Each stage gets its own loop nest (kernel-local intermediates live in heap
-buffers). The loops of a stage are its axes split by `tile`, in `order`;
+buffers), except that a stage computed at the one before it (`compute_at`)
+runs inside that stage's parallel row loop, after it. The loops of a stage are its axes split by `tile`, in `order`;
 the first `parallel` loops fuse into one parallel loop. Loop bounds are
 exact -- a tile's tail loop runs only to the extent (min with an expression
 of the outer loop variables) -- so no index ever leaves its axis.
@@ -42,7 +43,7 @@ from ..te.arith import conjuncts, free_vars, interval, negate
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
 from ..te.visit import children, with_children
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
-from .config import accumulator_levels, level_extents, level_names, validate
+from .config import ConfigError, accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc, Let, Load,
                       Program, Seq, Site, Store, Var, nodes)
 from .loop_partition import partition_loops
@@ -89,13 +90,33 @@ def lower_kernel(kernel, config, sites):
         buffers[id(t)] = Buffer(t.dtype, t.shape, "arg", "out")
     for t in kernel.locals:
         buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "local")
-    body = speculate(partition_loops(Seq([_StageLowering(t, sc, buffers, sites).lower()
-                                          for t, sc in zip(kernel.stages, config.stages)])))
+    stmts = []
+    for t, sc in zip(kernel.stages, config.stages):
+        stmt = _StageLowering(t, sc, buffers, sites).lower()
+        if sc.compute_at:
+            stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
+        else:
+            stmts.append(stmt)
+    body = speculate(partition_loops(Seq(stmts)))
     for t in reversed(kernel.locals):
         body = Allocate(buffers[id(t)], body)
     return KernelFunc([buffers[id(t)] for t in kernel.inputs],
                       [buffers[id(t)] for t in kernel.outputs], body,
                       hint=" ".join(t.name for t in kernel.stages))
+
+
+def _computed_at(previous, stmt, name):
+    """Stage `name`'s loop `stmt` run inside `previous` (the loop of the stage
+    before it, or of a chain of such): one parallel loop over the rows whose
+    body computes row i of each stage in turn."""
+    loops = (previous, stmt)
+    if not all(isinstance(x, For) and x.kind == "parallel" and isinstance(x.begin, Const)
+               and isinstance(x.end, Const) for x in loops) or \
+            (previous.begin.value, previous.end.value) != (stmt.begin.value, stmt.end.value):
+        raise ConfigError(f"stage '{name}': compute_at needs it and the stage before to run "
+                          "as one parallel loop over the same rows")
+    return For(previous.var, previous.begin, previous.end, "parallel",
+               Seq([previous.body, Let(stmt.var, previous.var, stmt.body)]))
 
 
 # -- loop nests ------------------------------------------------------------------

@@ -4,8 +4,10 @@ Per stage the space is: split factors per axis (up to two levels, divisors
 and -- when sampling -- factors that leave tails), any interleaving of the
 loops that keeps each axis' loops outer to inner, a vectorised axis (its
 innermost loop moved innermost), a parallel prefix of spatial loops, unroll
-factors, the local accumulator on or off, and which packable inputs are
-copied into panels (and which paddable ones zero-padded) first.
+factors, the local accumulator on or off, which packable inputs are
+copied into panels (and which paddable ones zero-padded) first, and --
+across stages, when sampling -- whether a stage is computed at the one
+before it (where that is legal).
 
 Hands on: `Config`s that `validate` accepts.
 """
@@ -13,7 +15,7 @@ import itertools
 import random
 
 from .config import (MAX_ACCUMULATOR, Config, ConfigError, StageConfig, accumulator_size,
-                     level_names, validate, validate_stage)
+                     compute_at_problem, level_names, validate, validate_stage)
 from .default import default_config
 from .stage import Stage
 
@@ -57,9 +59,15 @@ class ConfigSpace:
             else:
                 sc = default_config(self.kernel).stages[n]
             stages.append(sc)
+        for n in range(1, len(stages)):
+            stages[n].compute_at = self.can_compute_at(stages, n) and rng.random() < 0.5
         config = Config(stages)
         validate(config, self.kernel)
         return config
+
+    def can_compute_at(self, stage_configs, n):
+        """Whether stage `n` may be computed at stage n - 1 under `stage_configs`."""
+        return compute_at_problem(self.stages, stage_configs, n, self.kernel.inputs) is None
 
     def __iter__(self):
         def rec(n):

@@ -4,7 +4,8 @@ cost model's input.
 Per stage: the analytic estimate (log cycles, compute, traffic into each
 cache level), the loop structure (loop count, innermost trip count, tails),
 parallelism (chunks, balance), vectorisation (which kind of axis, extent,
-lane use), the register tile and the accumulator, unrolling, packed and padded inputs, and the
+lane use), the register tile and the accumulator, unrolling, packed and padded inputs,
+computed at the previous stage or not, and the
 working set at the parallel depth, the first reduce loop and the
 innermost reduce loop. A kernel's vector is its stages' vectors one after
 another, so every Config of one kernel maps to the same length.
@@ -17,7 +18,7 @@ import numpy as np
 
 from .estimate import Estimates
 
-STAGE_FEATURES = 29
+STAGE_FEATURES = 30
 
 
 def _log(x):
@@ -29,7 +30,7 @@ class Featurizer:
 
     >>> fz = Featurizer(kernel, detect())
     >>> fz(default_config(kernel)).shape
-    (29,)
+    (30,)
     """
 
     def __init__(self, kernel, hw, estimates=None):
@@ -65,6 +66,6 @@ class Featurizer:
             sc.cache_write, _log(math.prod(sc.unroll.values())),
             _log(est.footprint[min(sc.parallel, len(order))]),
             _log(est.footprint[first_r]), _log(est.footprint[last_r]), _log(est.step_bytes),
-            first_r - sc.parallel, len(sc.pack), len(sc.pad),
+            first_r - sc.parallel, len(sc.pack), len(sc.pad), sc.compute_at,
         ]
         return np.asarray(row, dtype=np.float64)

@@ -32,6 +32,7 @@ POPULATION = 96
 GENERATIONS = 3
 ELITES = 8
 EXPLORE = 0.2          # share of a batch drawn at random
+COMPUTE_AT_FLIP = 0.15  # share of mutations that flip a stage's compute_at instead
 MAX_LEVELS = 2         # split factors per axis that mutation makes
 _FACTORS = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
 
@@ -155,23 +156,29 @@ class Search:
             n = rng.randrange(len(stages))
             stages[n] = copy.deepcopy(other.stages[n])
         n = rng.randrange(len(stages))
-        try:
-            stages[n] = mutate_stage(self.space.stages[n], stages[n], rng,
-                                     self.hw.lanes(self.space.stages[n].tensor.dtype))
-        except ConfigError:
-            return None
+        if n > 0 and rng.random() < COMPUTE_AT_FLIP:
+            stages[n].compute_at = not stages[n].compute_at
+        else:
+            try:
+                stages[n] = mutate_stage(self.space.stages[n], stages[n], rng,
+                                         self.hw.lanes(self.space.stages[n].tensor.dtype))
+            except ConfigError:
+                return None
         return canonical(self.space, Config(stages))
 
 
 def canonical(space, config):
     """`config` with every unroll factor at most its loop's trip count (a
-    larger factor makes the same code): equal schedules compare equal.
+    larger factor makes the same code): equal schedules compare equal; and
+    compute_at off where the stages no longer allow it.
 
     >>> canonical(ConfigSpace(kernel), config).to_json()      # doctest: +SKIP
     """
     for st, sc in zip(space.stages, config.stages):
         clamped = {lv: min(f, loop_extent(st, sc, lv)) for lv, f in sc.unroll.items()}
         sc.unroll = {lv: f for lv, f in clamped.items() if f >= 2}
+    for n, sc in enumerate(config.stages):   # a change may have made compute_at illegal
+        sc.compute_at = sc.compute_at and space.can_compute_at(config.stages, n)
     return config
 
 
