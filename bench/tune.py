@@ -40,16 +40,21 @@ from neoflow.tune import Database, detect, workloads  # noqa: E402
 from neoflow.tune.prune import Pruner, prune_report  # noqa: E402
 
 REPEATS = 31
+MIN_SECONDS = 3.0
 
 
 def median_seconds(*calls):
-    """Median seconds of each callable in `calls`, timed in alternation; the
+    """Median seconds of each callable in `calls`, timed in alternation
+    (REPEATS rounds, more until MIN_SECONDS have passed: sub-millisecond
+    calls on this machine swing by 20% from one second to the next); the
     order rotates every round, so that each runs equally often right after
     each other one (a call right after PyTorch's ran measurably slower)."""
     times = [[] for _ in calls]
     for fn in calls:
         fn()
-    for round_ in range(REPEATS):
+    started, round_ = time.perf_counter(), 0
+    while round_ < REPEATS or time.perf_counter() - started < MIN_SECONDS:
+        round_ += 1
         for k in range(len(calls)):
             n = (round_ + k) % len(calls)
             start = time.perf_counter()

@@ -1,7 +1,6 @@
 """compute_at: a stage run inside the previous stage's parallel row loop --
 legality, lowering to one parallel loop, agreement with the reference, JSON,
 and the search space."""
-import copy
 import random
 
 import numpy as np
@@ -29,6 +28,14 @@ def chain():
     return x, a, b, c
 
 
+def with_compute_at(kernel, config):
+    """`config` with every stage that legally can be computed at the one before."""
+    space = ConfigSpace(kernel)
+    for n in range(1, len(config.stages)):
+        config.stages[n].compute_at = space.can_compute_at(config.stages, n)
+    return config
+
+
 def run(kernel, config, x, value):
     f = compile_kernels([kernel], [x], list(kernel.outputs), list(kernel.outputs), [config])
     return f, f(value)
@@ -39,6 +46,8 @@ def test_a_chain_of_row_parallel_stages_becomes_one_parallel_loop(monkeypatch):
     x, a, b, c = chain()
     kernel = Kernel([a, b, c])
     config = default_config(kernel)
+    assert [sc.compute_at for sc in config.stages] == [False, False, False]
+    config = with_compute_at(kernel, config)
     assert [sc.compute_at for sc in config.stages] == [False, True, True]
     xv = np.random.default_rng(0).standard_normal((ROWS, COLS)).astype(np.float32)
     f, got = run(kernel, config, x, xv)
@@ -58,8 +67,8 @@ def test_problems_name_the_stage_and_the_reason():
     shifted = nf.compute((ROWS, COLS), lambda i, j: nf.tanh(a[(i + 1) % ROWS, j]),
                          name="shifted")
     kernel = Kernel([a, shifted])
-    config = default_config(kernel)
-    assert config.stages[1].compute_at is False        # the default only takes legal ones
+    config = with_compute_at(kernel, default_config(kernel))
+    assert config.stages[1].compute_at is False
     stages = [Stage(t) for t in kernel.stages]
     assert "reads 'a' at another row" in compute_at_problem(stages, config.stages, 1,
                                                             kernel.inputs)
@@ -70,9 +79,9 @@ def test_problems_name_the_stage_and_the_reason():
     first.stages[0].compute_at = True
     with pytest.raises(ConfigError, match="it is the first stage"):
         validate(first, Kernel([a, b]))
-    serial = default_config(Kernel([a, b]))
-    serial.stages[0].parallel = 0
+    serial = with_compute_at(Kernel([a, b]), default_config(Kernel([a, b])))
     assert serial.stages[1].compute_at
+    serial.stages[0].parallel = 0
     with pytest.raises(ConfigError, match="stage 'a' must run its first axis s0"):
         validate(serial, Kernel([a, b]))
 
@@ -99,7 +108,7 @@ def test_a_reduction_over_all_rows_blocks_it():
         z[r, s], axis=[r, s])), name="centred")
     kernel = Kernel([a, centred])
     stages = [Stage(t) for t in kernel.stages]
-    config = default_config(kernel)
+    config = with_compute_at(kernel, default_config(kernel))
     assert not config.stages[1].compute_at
     assert "reduction that does not depend on its row" in compute_at_problem(
         stages, config.stages, 1, kernel.inputs)
@@ -107,7 +116,7 @@ def test_a_reduction_over_all_rows_blocks_it():
 
 def test_json_round_trip_and_records_without_the_field():
     _, a, b, c = chain()
-    config = default_config(Kernel([a, b, c]))
+    config = with_compute_at(Kernel([a, b, c]), default_config(Kernel([a, b, c])))
     text = config.to_json()
     assert '"compute_at": true' in text
     assert Config.from_json(text) == config
@@ -119,7 +128,7 @@ def test_json_round_trip_and_records_without_the_field():
 
 
 def test_searched_configs_with_and_without_compute_at_agree_with_the_reference():
-    # what the search explores: mutations of the default (compute_at on) and
+    # what the search explores: mutations of a schedule with compute_at on and
     # flips of compute_at, repaired by canonical() where a change made it illegal
     x, a, b, c = chain()
     kernel = Kernel([a, b, c])
@@ -129,7 +138,7 @@ def test_searched_configs_with_and_without_compute_at_agree_with_the_reference()
     [ref] = nf.evaluate([c], {x: xv})
     flags = set()
     for trial in range(12):
-        config = copy.deepcopy(default_config(kernel))
+        config = with_compute_at(kernel, default_config(kernel))
         n = rng.randrange(3)
         if trial % 3 == 0:
             config.stages[n].compute_at = not config.stages[n].compute_at
