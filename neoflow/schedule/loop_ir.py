@@ -9,6 +9,9 @@ and outputs) and a body of statements:
     Allocate(buffer, body)             a kernel-local buffer (stack or heap) over `body`
     Store(buffer, index, value)        buffer[index] = value (flat index)
     IfThenElse(cond, then, else_)
+    CopyTransposed(size, dst, dst_index, dst_stride, src, src_index, src_stride)
+                                       a size x size block copied transposed:
+                                       dst[di + r * ds + c] = src[si + c * ss + r]
 
 Expressions reuse the te nodes (Const, Unary, Binary, Select, Cast, and te
 IterVars, which Lets and Fors bind) plus three IR nodes: `Var` (a loop or
@@ -160,6 +163,18 @@ class Store(Stmt):
         self.buffer, self.index, self.value = buffer, index, value
 
 
+class CopyTransposed(Stmt):
+    """A `size` x `size` block of `src` copied transposed into `dst`:
+    dst[dst_index + r * dst_stride + c] = src[src_index + c * src_stride + r]
+    (the panel packing of an operand read across its rows, e.g. a dense
+    layer's W[j, k] into P[j // 16, k, j % 16]: whole vectors in and out)."""
+    __slots__ = ("size", "dst", "dst_index", "dst_stride", "src", "src_index", "src_stride")
+
+    def __init__(self, size, dst, dst_index, dst_stride, src, src_index, src_stride):
+        self.size, self.dst, self.dst_index, self.dst_stride = size, dst, dst_index, dst_stride
+        self.src, self.src_index, self.src_stride = src, src_index, src_stride
+
+
 class IfThenElse(Stmt):
     __slots__ = ("cond", "then", "else_")
 
@@ -231,6 +246,8 @@ def nodes(stmt):
             stack.extend((n.index, n.value))
         elif isinstance(n, IfThenElse):
             stack.extend(x for x in (n.cond, n.then, n.else_) if x is not None)
+        elif isinstance(n, CopyTransposed):
+            stack.extend((n.dst_index, n.src_index))
         else:
             stack.extend(expr_children(n))
 
@@ -284,6 +301,10 @@ def dump(node, depth=0):
         return f"{pad}alloc {b.hint} {b.dtype}[{b.size}] {b.scope}\n{dump(node.body, depth)}"
     if isinstance(node, Store):
         return f"{pad}{node.buffer.hint}[{_e(node.index)}] = {_e(node.value)}"
+    if isinstance(node, CopyTransposed):
+        return (f"{pad}{node.dst.hint}[{_e(node.dst_index)} + r*{node.dst_stride} + c] = "
+                f"{node.src.hint}[{_e(node.src_index)} + c*{node.src_stride} + r] "
+                f"for r, c < {node.size}")
     if isinstance(node, IfThenElse):
         text = f"{pad}if {_e(node.cond)}:\n{dump(node.then, depth + 1)}"
         if node.else_ is not None:

@@ -14,7 +14,7 @@ Hands on: a loop-IR statement with the same meaning (`partition_loops`).
 from ..te import dtype as dt
 from ..te.arith import linear_form
 from ..te.expr import Binary, Const, Select, Unary
-from .loop_ir import Allocate, For, IfThenElse, Let, Seq, Store, map_expr, nodes
+from .loop_ir import Allocate, CopyTransposed, For, IfThenElse, Let, Seq, Store, map_expr, nodes
 
 MAX_PIECES = 8
 _TESTS = {"lt": lambda x: x < 0, "le": lambda x: x <= 0, "gt": lambda x: x > 0,
@@ -149,6 +149,8 @@ def _decide(stmt, decided):
             return Allocate(s.buffer, stmt_(s.body))
         if isinstance(s, Store):
             return Store(s.buffer, expr(s.index), expr(s.value))
+        if isinstance(s, CopyTransposed):
+            return s
         cond = expr(s.cond)
         if isinstance(cond, Const):
             taken = s.then if cond.value else s.else_

@@ -44,13 +44,14 @@ from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
 from ..te.visit import children, with_children
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import ConfigError, accumulator_levels, level_extents, level_names, validate
-from .loop_ir import (Allocate, Buffer, Check, CDiv, For, IfThenElse, KernelFunc, Let, Load,
-                      Program, Seq, Site, Store, Var, nodes)
+from .loop_ir import (Allocate, Buffer, Check, CDiv, CopyTransposed, For, IfThenElse,
+                      KernelFunc, Let, Load, Program, Seq, Site, Store, Var, nodes)
 from .loop_partition import partition_loops
 from .speculate import speculate
 from .stage import Stage
 
 PACK_PARALLEL_MIN = 1 << 15   # elements of a panel buffer worth copying on all cores
+TRANSPOSE_BLOCK = 8           # the block of codegen's transposing copy (nf_transpose8_f32)
 
 
 def lower_program(kernels, configs, inputs, outputs):
@@ -307,6 +308,23 @@ def _selects(e):
     return out
 
 
+def _transposes(t, dim, f):
+    """Whether packing `t` along `dim` into panels `f` wide is a transposition
+    the 8x8 block copy does exactly: float32, `dim` not the contiguous last
+    dimension, and every extent involved a multiple of the block (no panel
+    padded with zeros)."""
+    b = TRANSPOSE_BLOCK
+    return (t.dtype == "float32" and dim < len(t.shape) - 1 and f % b == 0
+            and t.shape[-1] % b == 0 and t.shape[dim] % f == 0)
+
+
+def _panel_loop(outer, buf, body):
+    """The loop over the panels of a packing copy into `buf`: on every core
+    when the buffer is large enough to pay for it."""
+    kind = "parallel" if buf.size >= PACK_PARALLEL_MIN and buf.shape[0] > 1 else "serial"
+    return For(outer, _int(0), _int(buf.shape[0]), kind, body)
+
+
 def _has_checks(stmt):
     """True if any Load under `stmt` checks its index at run time."""
     return any(isinstance(n, Load) and n.checks for n in nodes(stmt))
@@ -449,6 +467,8 @@ class _StageLowering:
         """Loops copying input `t` into its panel buffer P (zeros past the end):
         P[o, ..., i] = t[..., o * f + i, ...] with the packed dimension moved out."""
         _, dim, f, buf = self.packs[id(t)]
+        if _transposes(t, dim, f):
+            return self._transposed_pack_nest(t, dim, f, buf)
         outer = Var("pack_o", 0, buf.shape[0])
         others = [Var("pack", 0, n) for n in buf.shape[1:-1]]
         inner = Var("pack_i", 0, f)
@@ -462,8 +482,25 @@ class _StageLowering:
         stmt = For(inner, _int(0), _int(f), "vectorized", stmt)
         for v in reversed(others):
             stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
-        kind = "parallel" if buf.size >= PACK_PARALLEL_MIN and buf.shape[0] > 1 else "serial"
-        return For(outer, _int(0), _int(buf.shape[0]), kind, stmt)
+        return _panel_loop(outer, buf, stmt)
+
+    def _transposed_pack_nest(self, t, dim, f, buf):
+        """`_pack_nest` for a packed dimension that is not t's last (a dense
+        layer's W[j, k] into P[j // f, k, j % f]): 8x8 blocks copied
+        transposed, 8 of t's contiguous last dimension at a time."""
+        outer = Var("pack_o", 0, buf.shape[0])
+        others = [Var("pack", 0, n) for n in buf.shape[1:-2]]
+        last = Var("pack_k", 0, buf.shape[-2] // TRANSPOSE_BLOCK)
+        inner = Var("pack_i", 0, f // TRANSPOSE_BLOCK)
+        rows = _add(_mul(outer, f), _mul(inner, TRANSPOSE_BLOCK))
+        src = others[:dim] + [rows] + others[dim:] + [_mul(last, TRANSPOSE_BLOCK)]
+        dst = [outer] + others + [_mul(last, TRANSPOSE_BLOCK), _mul(inner, TRANSPOSE_BLOCK)]
+        stmt = CopyTransposed(TRANSPOSE_BLOCK, buf, _linear(zip(dst, _strides(buf.shape))), f,
+                              self.buffers[id(t)], _linear(zip(src, _strides(t.shape))),
+                              _strides(t.shape)[dim])
+        for v in [inner, last] + others[::-1]:
+            stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
+        return _panel_loop(outer, buf, stmt)
 
     def _reduction_phases(self, outer, inner_order, out_index):
         st, sc, red = self.st, self.sc, self.st.reduction

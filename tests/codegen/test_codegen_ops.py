@@ -1,8 +1,12 @@
 """Generated C agrees with the reference evaluator on every kind of op."""
+import ctypes
+
 import numpy as np
 import pytest
 
 import neoflow as nf
+from neoflow.build import compile_c
+from neoflow.codegen.c.prelude import PRELUDE
 
 rng = np.random.default_rng(0)
 
@@ -170,3 +174,16 @@ def test_reduction_condition_becomes_loop_bounds(assert_matches):
     grad = nf.compute((2, 2, 7, 7), dx)
     f = assert_matches(grad, [dy, w], [randn(2, 3, 4, 4), randn(3, 2, 3, 3)])
     assert "nf_oob" not in f.source.split("static void nf_kernel0")[1]
+
+
+@pytest.mark.parametrize("flags", [(), ("-mno-avx",)], ids=["avx", "portable"])
+def test_transposing_block_copy_with_and_without_avx(flags):
+    source = PRELUDE + ("void t(float* d, int64_t ds, const float* s, int64_t ss) "
+                        "{ nf_transpose8_f32(d, ds, s, ss); }\n")
+    copy = compile_c(source, extra_flags=flags).get(
+        "t", [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64], None)
+    src = np.random.default_rng(0).standard_normal((8, 24)).astype(np.float32)
+    dst = np.zeros((8, 16), np.float32)
+    copy(dst.ctypes.data, 16, src.ctypes.data, 24)        # rows of 16 and 24 floats
+    np.testing.assert_array_equal(dst[:, :8], src[:, :8].T)
+    assert not dst[:, 8:].any()                            # nothing past the block

@@ -68,6 +68,34 @@ def test_default_parallelises_small_stages_heavy_with_transcendentals(monkeypatc
     np.testing.assert_allclose(f(av), nf.evaluate(heavy, {a: av}), rtol=1e-5, atol=1e-6)
 
 
+def test_transposed_panels_are_copied_in_8x8_blocks_when_the_sizes_allow():
+    # W[j, k] into P[j // 16, k, j % 16]: 8x8 blocks copied transposed; sizes
+    # that are not multiples of the block fall back to the element loop
+    for n_out, n_in, blocks in ((48, 64, True), (48, 36, False), (44, 64, False)):
+        x, w = nf.placeholder((12, n_in), name="x"), nf.placeholder((n_out, n_in), name="w")
+        k = nf.reduce_axis(n_in, name="k")
+        y = nf.compute((12, n_out), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
+        f = nf.build(y, [x, w], database=False)
+        sc = f.configs[0].stages[0]
+        assert sc.pack and sc.tile["s1"][0] % 8 == 0
+        assert ("nf_transpose8_f32(&" in f.source) == blocks, (n_out, n_in, sc)
+        xv, wv = randn(12, n_in), randn(n_out, n_in)
+        np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_panels_of_an_operand_with_a_dimension_before_the_packed_one():
+    # y[i, j] = sum_{r, k} x[i, r, k] * w[r, j, k]: w packed along j, its dimension 1 of 3
+    x, w = nf.placeholder((10, 3, 24), name="x"), nf.placeholder((3, 32, 24), name="w")
+    r, k = nf.reduce_axis(3, name="r"), nf.reduce_axis(24, name="k")
+    y = nf.compute((10, 32), lambda i, j: nf.sum(x[i, r, k] * w[r, j, k], axis=[r, k]))
+    assert ("w", "s1", 1) in [(t.name, axis, dim) for t, axis, dim in Stage(y).packable]
+    f = nf.build(y, [x, w], database=False)
+    assert "nf_transpose8_f32(&" in f.source
+    xv, wv = randn(10, 3, 24), randn(3, 32, 24)
+    np.testing.assert_allclose(f(xv, wv), np.einsum("irk,rjk->ij", xv, wv), rtol=1e-4,
+                               atol=1e-4)
+
+
 def test_default_conv_pads_and_blocks_output_channels():
     x, w = nf.placeholder((2, 8, 9, 9), name="x"), nf.placeholder((16, 8, 3, 3), name="w")
     y = nf.nn.conv2d(x, w, padding=1)

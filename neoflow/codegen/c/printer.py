@@ -26,7 +26,8 @@ Hands on: the C text.
 import math
 import re
 
-from ...schedule.loop_ir import Allocate, Blend, CDiv, For, IfThenElse, Let, Load, Seq, Store
+from ...schedule.loop_ir import (Allocate, Blend, CDiv, CopyTransposed, For, IfThenElse, Let, Load,
+                                 Seq, Store)
 from ...te import dtype as dt
 from ...te.expr import Binary, Cast, Const, IterVar, Select, Unary
 from .prelude import PRELUDE
@@ -164,6 +165,13 @@ class _Function:
             self._allocate(s, d)
         elif isinstance(s, Store):
             self.emit(d, f"{self._element(s.buffer, s.index)} = {self.expr(s.value)};")
+        elif isinstance(s, CopyTransposed):
+            if s.size != 8 or s.dst.dtype != "float32" or s.src.dtype != "float32":
+                raise TypeError(f"no C helper copies a {s.size}x{s.size} {s.src.dtype} "
+                                "block transposed")
+            self.emit(d, f"nf_transpose8_f32(&{self._element(s.dst, s.dst_index)}, "
+                         f"{s.dst_stride}, &{self._element(s.src, s.src_index)}, "
+                         f"{s.src_stride});")
         elif isinstance(s, IfThenElse):
             self.emit(d, f"if ({self.expr(s.cond)}) {{")
             self.stmt(s.then, d + 1)
