@@ -53,6 +53,7 @@ INTRINSICS = ("exp", "log", "tanh", "sigmoid", "erf")
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
 PARALLEL_MIN_CHUNKS = 64  # outer loops an elementwise stage fuses into its parallel loop
 WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
+PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel on its own
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
@@ -275,10 +276,13 @@ def _blocked(st, v, lanes, packed=None):
         unroll[inner[0]] = uf
     pack = (packed if packed is not None else _panels(st, v, tile, u)) + _row_panels(
         st, v, tile, su)
+    parallel = len(outer)
     if _columns_first(st, tile, sv, su, pack):
         outer.remove(f"{sv}.0")
         outer.insert(0, f"{sv}.0")
-    return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
+        if -(-st.extent(sv) // tile[sv][0]) >= PANEL_LOOP_MIN:
+            parallel = 1     # the panel loop alone: each panel packed right before use
+    return StageConfig(tile, outer + reduce_levels + inner, parallel=parallel,
                        vectorize=sv, unroll=unroll, cache_write=True, pack=pack)
 
 
@@ -288,7 +292,11 @@ def _columns_first(st, tile, sv, su, pack):
     when N > M), each thread then takes a range of columns -- the panels it
     packed itself, read by no other core -- instead of a range of rows with
     every panel. Measured on MI-LSTM's 64x1024x256 dense: the pack took half
-    the time (cores no longer pull panels from each other's cache)."""
+    the time (cores no longer pull panels from each other's cache). With at
+    least PANEL_LOOP_MIN column tiles that loop alone runs in parallel, and
+    each panel is then packed at the top of its iteration, right before the
+    row tiles read it (schedule/lower.py): 5-14% faster again on the
+    MI-LSTM and LLTM denses."""
     return (su is not None and bool(tile[sv]) and st.extent(sv) > st.extent(su)
             and any(st.packable[n][1] == sv for n in pack))
 

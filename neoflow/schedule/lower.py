@@ -308,6 +308,15 @@ def _selects(e):
     return out
 
 
+def _panel_by_panel(sc, axis):
+    """Whether an input packed along `axis` is packed one panel at a time, at
+    the top of the loop over its panels: when that loop is the stage's
+    outermost and runs on its own (at most one parallel loop), each thread
+    then copies just the panels it uses, right before the register tiles
+    read them from its L1 cache, instead of all of them first."""
+    return len(sc.tile[axis]) == 1 and sc.order[0] == f"{axis}.0" and sc.parallel <= 1
+
+
 def _transposes(t, dim, f):
     """Whether packing `t` along `dim` into panels `f` wide is a transposition
     the 8x8 block copy does exactly: float32, `dim` not the contiguous last
@@ -355,10 +364,15 @@ class _StageLowering:
         self.axes = {a: _Axis(a, self.st.axis(a), sc.tile[a]) for a in self.st.axis_names}
         self.memo, self.negations, self.known = {}, {}, {}
         self.packs = {}   # id(tensor) -> (axis, dimension, panel width, panel buffer)
+        self.inside = set()   # ids of the packs made one panel at a time (_panel_by_panel)
         for n in sc.pack:
             t, axis, dim = self.st.packable[n]
             f = sc.tile[axis][-1]
-            shape = (-(-t.shape[dim] // f),) + t.shape[:dim] + t.shape[dim + 1:] + (f,)
+            panels = -(-t.shape[dim] // f)
+            if _panel_by_panel(sc, axis):
+                self.inside.add(id(t))
+                panels = 1
+            shape = (panels,) + t.shape[:dim] + t.shape[dim + 1:] + (f,)
             self.packs[id(t)] = (axis, dim, f, Buffer(t.dtype, shape, "heap", "pack"))
         self.pads = {}    # id(tensor) and id(replaced select) -> (tensor, pads before, buffer)
         for n in sc.pad:
@@ -425,6 +439,10 @@ class _StageLowering:
         outer = _Nest()
         for lv in order[:first_reduce]:
             self._push_level(outer, lv)
+        for t, axis, _ in self.st.packable:   # a panel packed at the top of its loop
+            if id(t) in self.inside:
+                buf = self.packs[id(t)][3]
+                outer.frames[1].requests.append((buf, self._pack_nest(t, self.axes[axis].vars[0])))
         out_index = _linear(zip(st.spatial, _strides(st.tensor.shape)))
         red = st.reduction
         if red is None:
@@ -436,7 +454,7 @@ class _StageLowering:
             self._set_kinds(outer, body, sc.parallel)
         stmt = _frame_block(outer.frames[0], _wrap(outer, 0, body, fuse=sc.parallel))
         for t in reversed(self.st.packable):
-            if id(t[0]) in self.packs:
+            if id(t[0]) in self.packs and id(t[0]) not in self.inside:
                 buf = self.packs[id(t[0])][3]
                 stmt = Allocate(buf, Seq([self._pack_nest(t[0]), stmt]))
         for t in reversed(self.st.paddable):
@@ -463,13 +481,14 @@ class _StageLowering:
             stmt = For(v, _int(0), _int(v.hi), kind, stmt)
         return stmt
 
-    def _pack_nest(self, t):
+    def _pack_nest(self, t, panel=None):
         """Loops copying input `t` into its panel buffer P (zeros past the end):
-        P[o, ..., i] = t[..., o * f + i, ...] with the packed dimension moved out."""
+        P[o, ..., i] = t[..., o * f + i, ...] with the packed dimension moved out;
+        with `panel` (an expression), only panel o = `panel`, into P[0]."""
         _, dim, f, buf = self.packs[id(t)]
         if _transposes(t, dim, f):
-            return self._transposed_pack_nest(t, dim, f, buf)
-        outer = Var("pack_o", 0, buf.shape[0])
+            return self._transposed_pack_nest(t, dim, f, buf, panel)
+        outer = Var("pack_o", 0, buf.shape[0]) if panel is None else panel
         others = [Var("pack", 0, n) for n in buf.shape[1:-1]]
         inner = Var("pack_i", 0, f)
         src = _add(_mul(outer, f), inner)
@@ -478,29 +497,31 @@ class _StageLowering:
         if t.shape[dim] % f:
             value = Select(Binary("lt", src, _int(t.shape[dim]), dt.BOOL), value,
                            Const(0, t.dtype))
-        stmt = Store(buf, _linear(zip([outer] + others + [inner], _strides(buf.shape))), value)
+        stmt = Store(buf, _linear(zip([outer if panel is None else _int(0)] + others + [inner],
+                                      _strides(buf.shape))), value)
         stmt = For(inner, _int(0), _int(f), "vectorized", stmt)
         for v in reversed(others):
             stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
-        return _panel_loop(outer, buf, stmt)
+        return stmt if panel is not None else _panel_loop(outer, buf, stmt)
 
-    def _transposed_pack_nest(self, t, dim, f, buf):
+    def _transposed_pack_nest(self, t, dim, f, buf, panel):
         """`_pack_nest` for a packed dimension that is not t's last (a dense
         layer's W[j, k] into P[j // f, k, j % f]): 8x8 blocks copied
         transposed, 8 of t's contiguous last dimension at a time."""
-        outer = Var("pack_o", 0, buf.shape[0])
+        outer = Var("pack_o", 0, buf.shape[0]) if panel is None else panel
         others = [Var("pack", 0, n) for n in buf.shape[1:-2]]
         last = Var("pack_k", 0, buf.shape[-2] // TRANSPOSE_BLOCK)
         inner = Var("pack_i", 0, f // TRANSPOSE_BLOCK)
         rows = _add(_mul(outer, f), _mul(inner, TRANSPOSE_BLOCK))
         src = others[:dim] + [rows] + others[dim:] + [_mul(last, TRANSPOSE_BLOCK)]
-        dst = [outer] + others + [_mul(last, TRANSPOSE_BLOCK), _mul(inner, TRANSPOSE_BLOCK)]
+        dst = [outer if panel is None else _int(0)] + others + [
+            _mul(last, TRANSPOSE_BLOCK), _mul(inner, TRANSPOSE_BLOCK)]
         stmt = CopyTransposed(TRANSPOSE_BLOCK, buf, _linear(zip(dst, _strides(buf.shape))), f,
                               self.buffers[id(t)], _linear(zip(src, _strides(t.shape))),
                               _strides(t.shape)[dim])
         for v in [inner, last] + others[::-1]:
             stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
-        return _panel_loop(outer, buf, stmt)
+        return stmt if panel is not None else _panel_loop(outer, buf, stmt)
 
     def _reduction_phases(self, outer, inner_order, out_index):
         st, sc, red = self.st, self.sc, self.st.reduction
@@ -735,7 +756,8 @@ class _StageLowering:
         loops pick the panel, its innermost loop the element in it."""
         axis, dim, f, buf = self.packs[id(e.tensor)]
         ax = self.axes[axis]
-        parts = [_linear((v, s // f) for v, s in zip(ax.vars[:-1], ax.strides[:-1]))]
+        parts = [_int(0) if id(e.tensor) in self.inside else
+                 _linear((v, s // f) for v, s in zip(ax.vars[:-1], ax.strides[:-1]))]
         for d, index in enumerate(e.indices):
             if d != dim:
                 value = self.expr(index, nest, conds, replace)

@@ -42,17 +42,41 @@ def test_default_dense_packs_its_transposed_weight():
 
 
 def test_default_gemm_splits_columns_among_threads_when_b_outgrows_a():
-    # N > M: each thread takes a range of column tiles (the panels it packed);
-    # N <= M: a range of row tiles, as before
-    for m, n, first in ((24, 160, "s1.0"), (96, 48, "s0.0"), (64, 64, "s0.0")):
+    # N > M: each thread takes a range of column tiles (the panels it packed),
+    # with 8 tiles or more the panel loop alone; N <= M: a range of row tiles
+    for m, n, first, parallel in ((24, 160, "s1.0", 1), (24, 96, "s1.0", 2),
+                                  (96, 48, "s0.0", 2), (64, 64, "s0.0", 2)):
         x, w = nf.placeholder((m, 96), name="x"), nf.placeholder((n, 96), name="w")
         k = nf.reduce_axis(96, name="k")
         y = nf.compute((m, n), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
         f = nf.build(y, [x, w], database=False)
         sc = f.configs[0].stages[0]
-        assert sc.order[0] == first and sc.parallel == 2, (m, n, sc)
+        assert (sc.order[0], sc.parallel) == (first, parallel), (m, n, sc)
         xv, wv = randn(m, 96), randn(n, 96)
         np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
+
+
+def test_panels_packed_one_at_a_time_inside_the_panel_loop():
+    # the panel loop outermost and alone in parallel: each iteration packs its
+    # panel (a partial last one padded with zeros), GEMM's B and dense's W alike
+    cases = []
+    a, b = nf.placeholder((40, 64), name="a"), nf.placeholder((64, 150), name="b")
+    k = nf.reduce_axis(64, name="k")
+    cases.append((nf.compute((40, 150), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k)),
+                  [a, b], lambda av, bv: av @ bv))
+    for n in (150, 160):     # W's rows not / a multiple of the panel: element / 8x8 copies
+        x, w = nf.placeholder((40, 64), name="x"), nf.placeholder((n, 64), name="w")
+        k = nf.reduce_axis(64, name="k")
+        cases.append((nf.compute((40, n), lambda i, j: nf.sum(x[i, k] * w[j, k], axis=k)),
+                      [x, w], lambda xv, wv: xv @ wv.T))
+    for y, inputs, expect in cases:
+        f = nf.build(y, inputs, database=False)
+        sc = f.configs[0].stages[0]
+        assert sc.order[0] == "s1.0" and sc.parallel == 1 and sc.pack, sc
+        panel = 64 * sc.tile["s1"][0]            # one panel's floats, allocated per iteration
+        assert f"malloc(sizeof(float) * {panel})" in f.source
+        values = [randn(*t.shape) for t in inputs]
+        np.testing.assert_allclose(f(*values), expect(*values), rtol=1e-4, atol=1e-4)
 
 
 def test_default_parallelises_small_stages_heavy_with_transcendentals(monkeypatch):
