@@ -26,6 +26,9 @@ As JSON:
   indexed by exactly one spatial axis, e.g. matmul's B[k, j] along j):
   B becomes P[j // f, k, j % f] with f the innermost split factor of j, so
   a loop over j's innermost level reads one contiguous panel (GEMM packing).
+  When j is split once and its outer loop is the stage's first, running
+  alone in parallel (parallel <= 1), each of its iterations packs just its
+  own panel instead (schedule/lower.py).
 * compute_at (optional, false by default): run the stage inside the
   previous stage's outer loop, row by row -- both run their first axis
   s0, unsplit, as their one parallel loop; row i of this stage is computed

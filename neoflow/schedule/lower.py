@@ -27,6 +27,11 @@ Every other reduction is computed into a scalar at the outermost loop depth
 where everything it depends on (its free variables and the conditions under
 which it is evaluated) is bound -- softmax's row sum runs once per row.
 
+Packed inputs (`pack`) are copied into their panels before the stage's
+loops -- or, when the loop over the panels is the outermost and runs alone,
+one panel at the top of each of its iterations; a packing that transposes
+(a dense layer's W[j, k]) copies 8x8 blocks when the sizes allow.
+
 Every read is proved in bounds (te.arith over the axis ranges narrowed by
 the enclosing `where` conditions); a read that cannot be proved (gathers)
 gets a run-time check: on failure it reads nothing and reports its `Site`.
