@@ -192,8 +192,8 @@ def compute_at_problem(stages, configs, n, inputs):
     """Why stage `n` (of Stages `stages`, scheduled by `configs`) cannot be
     computed at stage n - 1 (see the module docstring), or None if it can.
 
-    >>> compute_at_problem(stages, configs, 2, kernel.inputs)   # doctest: +SKIP
-    'it reads stage 1 ('c_new') at another row'
+    >>> compute_at_problem(stages, configs, 1, kernel.inputs)   # doctest: +SKIP
+    "stage 'shifted' reads 'a' at another row than its own"
     """
     if n == 0:
         return "it is the first stage"

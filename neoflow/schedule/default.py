@@ -45,9 +45,10 @@ from .stage import Stage
 VECTOR_BYTES = 32        # AVX2
 ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
-PARALLEL_MIN_WORK = 1 << 15          # points (x reduce points x _point_cost) below which a stage runs on
-PARALLEL_MIN_WORK_PASSIVE = 1 << 21  # one thread; larger when OpenMP threads sleep between
-                                     # parallel loops (OMP_WAIT_POLICY=PASSIVE): waking costs more
+PARALLEL_MIN_WORK = 1 << 15          # work (points x reduce points x _point_cost) below
+PARALLEL_MIN_WORK_PASSIVE = 1 << 21  # which a stage runs on one thread; larger when OpenMP
+                                     # threads sleep between parallel loops
+                                     # (OMP_WAIT_POLICY=PASSIVE): waking costs more
 INTRINSIC_COST = 8        # a vector exp, log, tanh, sigmoid, erf or pow in plain operations
 INTRINSICS = ("exp", "log", "tanh", "sigmoid", "erf")
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
@@ -110,8 +111,8 @@ def _point_cost(st):
 
 
 def parallel_min_work():
-    """The work (points x reduce points) a stage needs to run on several
-    threads: spinning OpenMP threads (the default) start a parallel loop in
+    """The work (points x reduce points x cost per point) a stage needs to
+    run on several threads: spinning OpenMP threads (the default) start a parallel loop in
     about a microsecond, sleeping ones (OMP_WAIT_POLICY=PASSIVE, as the
     benchmarks set when they time PyTorch in turn) in tens of microseconds.
 

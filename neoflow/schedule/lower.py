@@ -2,8 +2,9 @@
 
 Each stage gets its own loop nest (kernel-local intermediates live in heap
 buffers), except that a stage computed at the one before it (`compute_at`)
-runs inside that stage's parallel row loop, after it. The loops of a stage are its axes split by `tile`, in `order`;
-the first `parallel` loops fuse into one parallel loop. Loop bounds are
+runs inside that stage's parallel row loop, after it. The loops of a stage
+are its axes split by `tile`, in `order`; the first `parallel` loops fuse
+into one parallel loop. Loop bounds are
 exact -- a tile's tail loop runs only to the extent (min with an expression
 of the outer loop variables) -- so no index ever leaves its axis.
 

@@ -4,10 +4,10 @@ cost model's input.
 Per stage: the analytic estimate (log cycles, compute, traffic into each
 cache level), the loop structure (loop count, innermost trip count, tails),
 parallelism (chunks, balance), vectorisation (which kind of axis, extent,
-lane use), the register tile and the accumulator, unrolling, packed and padded inputs,
-computed at the previous stage or not, and the
-working set at the parallel depth, the first reduce loop and the
-innermost reduce loop. A kernel's vector is its stages' vectors one after
+lane use), the register tile and the accumulator, unrolling, packed and
+padded inputs, computed at the previous stage or not, and the working set
+at the parallel depth, the first reduce loop and the innermost reduce
+loop. A kernel's vector is its stages' vectors one after
 another, so every Config of one kernel maps to the same length.
 
 Hands on: float64 numpy rows for tune/cost_model.py.

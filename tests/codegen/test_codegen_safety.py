@@ -138,14 +138,34 @@ ASAN_SCRIPT = textwrap.dedent("""
     e = nf.compute((7, 33), lambda i, j: nf.exp(p[i, j]))
     run(nf.compute((7, 33), lambda i, j: e[i, j] / nf.sum(e[i, r], axis=r)), [p],
         [rng.standard_normal((7, 33)).astype(np.float32)])
+    # dense layers whose weight is packed one panel at a time inside the panel
+    # loop: a partial last panel (element copies) and whole ones (8x8 blocks)
+    xd = nf.placeholder((40, 64), name="xd")
+    for n in (150, 160):
+        wd = nf.placeholder((n, 64), name="wd")
+        kd = nf.reduce_axis(64, name="kd")
+        run(nf.compute((40, n), lambda i, j: nf.sum(xd[i, kd] * wd[j, kd], axis=kd)),
+            [xd, wd], [rng.standard_normal((40, 64)).astype(np.float32),
+                       rng.standard_normal((n, 64)).astype(np.float32)])
+    # a stage computed at the one before it (one parallel row loop)
+    from neoflow.schedule import default_config
+    s2 = nf.placeholder((64, 256), name="s2")
+    a2 = nf.compute((64, 256), lambda i, j: nf.sigmoid(s2[i, j]) * nf.tanh(s2[i, j]))
+    b2 = nf.compute((64, 256), lambda i, j: nf.exp(a2[i, j]) * a2[i, 255 - j])
+    cfgs = [default_config(k) for k in nf.build([a2, b2], [s2]).kernels]
+    for sc in cfgs[0].stages:
+        sc.parallel = 1
+    cfgs[0].stages[1].compute_at = True
+    run([a2, b2], [s2], [rng.standard_normal((64, 256)).astype(np.float32)], cfgs)
     print("ASAN-CLEAN")
 """)
 
 
 def test_kernels_run_clean_under_address_sanitizer():
     """A gather (and its error path), a padded strided dilated conv, a
-    tail-heavy schedule and a softmax, built with -fsanitize=address (about
-    5 s; the compiler's libasan is required)."""
+    tail-heavy schedule, a softmax, panel-by-panel packing and compute_at,
+    built with -fsanitize=address (about 5 s; the compiler's libasan is
+    required)."""
     runtime = asan_runtime_path()
     if runtime is None:
         print("the C compiler has no AddressSanitizer runtime (libasan); skipping")
