@@ -172,8 +172,7 @@ class BuiltFunction:
         self._single, self._computed, self._sites = single, computed, program.sites
         self._originals = computed if originals is None else originals
         self._entry = library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
-        self._fast_inputs = [(t.shape, np.dtype(dt.to_numpy(t.dtype))) for t in inputs]
-        self._results = [(t.shape, np.dtype(dt.to_numpy(t.dtype))) for t in computed]
+        self._results = [(t.shape, dt.to_numpy(t.dtype)) for t in computed]
         self._pointer_array = ctypes.c_void_p * (len(inputs) + len(computed))
         self._handout = self._handout_plan()
 
@@ -186,9 +185,7 @@ class BuiltFunction:
         if len(args) != len(self.inputs):
             names = ", ".join(f"'{t.name}'" for t in self.inputs)
             raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
-        arrays = [a if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
-                  and a.flags.c_contiguous else as_input_array(t, a)
-                  for a, t, (shape, dtype) in zip(args, self.inputs, self._fast_inputs)]
+        arrays = [as_input_array(t, a) for t, a in zip(self.inputs, args)]
         results = [np.empty(shape, dtype) for shape, dtype in self._results]
         pointers = self._pointer_array(*map(address, arrays), *map(address, results))
         err = (ctypes.c_int64 * 2)()

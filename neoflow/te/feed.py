@@ -20,6 +20,9 @@ def as_input_array(tensor, value):
     >>> as_input_array(nf.placeholder((2,), name="x"), np.zeros(2, np.float32))
     array([0., 0.], dtype=float32)
     """
+    if type(value) is np.ndarray and value.shape == tensor.shape and \
+            value.dtype == dt.to_numpy(tensor.dtype) and value.flags.c_contiguous:
+        return value                              # the common case, checked in a microsecond
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
         if getattr(value, "device", None) is not None and str(value.device) != "cpu":
             raise InputError(f"input '{tensor.name}': torch tensor on {value.device}; "

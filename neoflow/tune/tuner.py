@@ -207,7 +207,8 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
 def _confirm(measurer, db, best, default):
     """Measure `best` and the `default` schedule CONFIRM_ROUNDS times in turn;
     keep `best` if its median time beats the default's by MIN_GAIN, else
-    store the default (its confirmed time) as the best. Returns the Record kept."""
+    drop it from `db`. Returns the Record to store: `best`, or the default
+    with its confirmed time."""
     times = ([], [])
     for _ in range(CONFIRM_ROUNDS):
         for n, r in enumerate(measurer.measure([best.config, default])):
@@ -219,8 +220,8 @@ def _confirm(measurer, db, best, default):
     if times[0] and statistics.median(times[0]) <= default_s * (1 - MIN_GAIN):
         return best
     db.forget(best.kernel, best.target, best.hardware)
-    return db.offer(Record(best.kernel, best.target, best.hardware, default, default_s,
-                           best.flops, 0, best.name))
+    return Record(best.kernel, best.target, best.hardware, default, default_s, best.flops, 0,
+                  best.name)
 
 
 def _past_trials(db, kernel, target, hw):
