@@ -13,6 +13,13 @@ so ms/step can be drawn against time (neoflow.runtime.plot). Writes
 `overlap.md` (the table), `overlap.json` and `overlap_<network>.png` to the
 output directory.
 
+Step times on this machine swing by 20% and more between processes and
+within one, so the final ms/step of two runs says little about the schedules
+they ended with. After a network's runs, the schedules each NeoFlow mode
+ended with (its run's tuning database) are therefore also timed side by
+side: one tuning-off Trainer per mode in one process, stepping in
+alternating blocks (compare_final).
+
     python bench/overlap.py                               # lltm, milstm, lenet
     python bench/overlap.py --networks lltm --steps 2000 --budget 60
     python bench/overlap.py --repeats 3       # medians of 3 runs per mode
@@ -41,6 +48,9 @@ TORCH_MODES = ("eager", "torch.compile")
 LR, MOMENTUM = 0.01, 0.9
 BATCHES = 4           # distinct batches, used in turn
 TAIL = 50             # steps the final ms/step is the median of
+BLOCK = 10            # side by side: steps per block, the modes' blocks in turn
+MIN_ROUNDS = 30       # side by side: at least this many blocks per mode
+MIN_SECONDS = 30.0    # side by side: and at least this long
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 
@@ -49,10 +59,7 @@ def run_mode(network, mode, steps, preset, budget_s, trials):
     "final_ms", ...}. Times count from before the Trainer (or the PyTorch
     module) is made."""
     import neoflow as nf
-    from neoflow import zoo
-    model = zoo.get(network).build(preset, **SIZES.get(network, {}))
-    rng = np.random.default_rng(0)
-    batches = [model.make_batch(rng) for _ in range(BATCHES)]
+    model, batches = _model(network, preset)
     if mode in TORCH_MODES:
         return _run_torch(model, batches, mode, steps)
     options = nf.TuningOptions(budget_s=budget_s, trials=trials)
@@ -70,6 +77,52 @@ def run_mode(network, mode, steps, preset, budget_s, trials):
             "kernels_tuned": stats["kernels_tuned"], "kernels_distinct": stats["kernels_distinct"],
             "swaps": stats["swaps"], "tuning_s": stats["tuning_s"],
             "compile_s": stats["compile_s"], "tuning_errors": stats["tuning_errors"]}
+
+
+def _model(network, preset):
+    """The zoo model at the benchmark's size and its BATCHES batches (seed 0)."""
+    from neoflow import zoo
+    model = zoo.get(network).build(preset, **SIZES.get(network, {}))
+    rng = np.random.default_rng(0)
+    return model, [model.make_batch(rng) for _ in range(BATCHES)]
+
+
+def compare_final(network, databases, preset):
+    """ms/step of the schedules each mode's run ended with, side by side.
+
+    `databases` {mode: tuning database of its run}: one Trainer per mode,
+    tuning off, so it runs the best schedules that database holds (the
+    defaults where it holds none), as the run's last steps did. All step in
+    this process, in blocks of BLOCK steps, the modes' blocks in turn (the
+    order rotated every round), for MIN_ROUNDS rounds and MIN_SECONDS at
+    least; a mode's ms/step is the median over its steps after the first
+    round. "retuned": its distinct kernels whose schedule is not the default.
+    """
+    import neoflow as nf
+    from neoflow.schedule import default_config
+    from neoflow.tune.database import best_configs
+    model, batches = _model(network, preset)
+    trainers, retuned = {}, {}
+    for mode, path in databases.items():
+        trainers[mode] = nf.Trainer(model.loss, tuning="off", database=path,
+                                    optimizer=nf.optim.SGD(lr=LR, momentum=MOMENTUM))
+        kernels = list({k.key: k for k in trainers[mode].kernels}.values())
+        retuned[mode] = sum(c is not None and c.to_json() != default_config(k).to_json()
+                            for k, c in zip(kernels, best_configs(kernels, "cpu", path)))
+    modes, times = list(trainers), {mode: [] for mode in trainers}
+    started, round_ = time.perf_counter(), 0
+    while round_ < MIN_ROUNDS or time.perf_counter() - started < MIN_SECONDS:
+        for k in range(len(modes)):
+            mode = modes[(round_ + k) % len(modes)]
+            for n in range(BLOCK):
+                t0 = time.perf_counter()
+                trainers[mode].step(batches[n % BATCHES])
+                times[mode].append(time.perf_counter() - t0)
+        round_ += 1
+    for trainer in trainers.values():
+        trainer.close()
+    return {mode: {"ms": statistics.median(times[mode][BLOCK:]) * 1e3,
+                   "retuned": retuned[mode], "distinct": len(kernels)} for mode in modes}
 
 
 def _run_torch(model, batches, mode, steps):
@@ -100,14 +153,26 @@ def _tail_ms(history):
     return statistics.median(ms for _, ms in history[-TAIL:])
 
 
-def run_child(network, mode, args):
-    """run_mode in a fresh process with an empty kernel cache and database."""
-    with tempfile.TemporaryDirectory(prefix="nf-overlap-") as cache:
-        env = dict(os.environ, NEOFLOW_CACHE_DIR=cache, OMP_NUM_THREADS=str(THREADS))
-        command = [sys.executable, __file__, "--child", network, mode, "--steps",
-                   str(steps(network, args)), "--preset", args.preset, "--budget",
-                   str(args.budget), "--trials", str(args.trials)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
+def run_child(network, mode, args, cache):
+    """run_mode in a fresh process whose kernel cache and tuning database
+    are in `cache` (a new, empty folder, kept for compare_final)."""
+    cache.mkdir(parents=True)
+    command = ["--child", network, mode, "--steps", str(steps(network, args)), "--budget",
+               str(args.budget), "--trials", str(args.trials)]
+    return _child(command, args, cache)
+
+
+def compare_child(network, databases, args, cache):
+    """compare_final in a fresh process (kernel cache in `cache`)."""
+    cache.mkdir(parents=True)
+    command = ["--compare", network, json.dumps({m: str(p) for m, p in databases.items()})]
+    return _child(command, args, cache)
+
+
+def _child(command, args, cache):
+    env = dict(os.environ, NEOFLOW_CACHE_DIR=str(cache), OMP_NUM_THREADS=str(THREADS))
+    done = subprocess.run([sys.executable, __file__, *command, "--preset", args.preset],
+                          env=env, capture_output=True, text=True)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -128,23 +193,30 @@ def steps(network, args):
     return args.steps or STEPS.get(network, 300)
 
 
-def markdown(results, args):
-    """The table: wall time to finish, time to first step, final ms/step."""
+def markdown(results, finals, margins, args):
+    """The table (wall time to finish, time to first step, final ms/step in
+    the run and side by side) and, per network, background's margins."""
     head = ("network", "steps", "mode", "wall s (all steps)", "wall s of each run",
-            "first step s", "final ms/step", "tuned / distinct kernels", "swaps")
+            "first step s", "final ms/step", "final ms/step side by side",
+            "tuned / distinct kernels", "swaps")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for network, modes in results.items():
+        final = finals.get(network, {})
         for mode, r in modes.items():
             if "error" in r:
                 lines.append(f"| {network} | {steps(network, args)} | {mode} | failed: "
-                             f"{r['error'][:80]} | | | | | |")
+                             f"{r['error'][:80]} |" + " |" * (len(head) - 4))
                 continue
             tuned = (f"{r['kernels_tuned']} / {r['kernels_distinct']}"
                      if "kernels_tuned" in r else "")
+            side = f"{final[mode]['ms']:.2f}" if "ms" in final.get(mode, {}) else ""
             walls = ", ".join(f"{w:.1f}" for w in r["walls_s"])
             lines.append(f"| {network} | {steps(network, args)} | {mode} | {r['wall_s']:.1f} "
-                         f"| {walls} | {r['first_step_s']:.2f} "
-                         f"| {r['final_ms']:.2f} | {tuned} | {r.get('swaps', '')} |")
+                         f"| {walls} | {r['first_step_s']:.2f} | {r['final_ms']:.2f} | {side} "
+                         f"| {tuned} | {r.get('swaps', '')} |")
+    lines.append("")
+    for network in results:
+        lines.extend(_verdict(network, finals.get(network, {}), margins.get(network, [])))
     lines.append("")
     sizes = "; ".join(f"{n}: {', '.join(f'{k}={v}' for k, v in kw.items())}"
                       for n, kw in SIZES.items() if n in results)
@@ -156,7 +228,30 @@ def markdown(results, args):
                  "rotated each repeat), the "
                  "run with the median wall time shown (its first step, final ms/step and "
                  f"plot); final ms/step: median of the last {TAIL} steps.")
+    lines.append(f"* Side by side: the schedules each mode's median run ended with (its "
+                 f"tuning database), one tuning-off Trainer per mode in one process, blocks "
+                 f"of {BLOCK} steps in turn, at least {MIN_ROUNDS} rounds and "
+                 f"{MIN_SECONDS:g} s; the median step.")
     return "\n".join(lines) + "\n"
+
+
+def _verdict(network, final, margins):
+    """The lines on background against the better of off and ahead."""
+    out = []
+    if margins:
+        out.append(f"* {network}: background's wall time minus the better of off's and "
+                   f"ahead's, per repeat: "
+                   + ", ".join(f"{m:+.1f} s" for m in margins)
+                   + f" (median {statistics.median(margins):+.1f} s)")
+    if "error" in final:
+        out.append(f"* {network}: side by side failed: {final['error'][:120]}")
+    elif "background" in final and "ahead" in final:
+        bg, ahead = final["background"], final["ahead"]
+        out.append(f"* {network}: side by side, background's final schedules run at "
+                   f"{bg['ms'] / ahead['ms']:.3f}x ahead's ms/step (kernels with a "
+                   f"non-default schedule: background {bg['retuned']}, ahead "
+                   f"{ahead['retuned']}, of {ahead['distinct']})")
+    return out
 
 
 def main():
@@ -173,25 +268,32 @@ def main():
                              "the median run is reported")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--child", nargs=2, metavar=("NETWORK", "MODE"), help=argparse.SUPPRESS)
+    parser.add_argument("--compare", nargs=2, metavar=("NETWORK", "DATABASES"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        result = run_mode(*args.child, args.steps, args.preset, args.budget, args.trials)
-        print(json.dumps(result))
+        print(json.dumps(run_mode(*args.child, args.steps, args.preset, args.budget,
+                                  args.trials)))
+        return
+    if args.compare:
+        network, databases = args.compare
+        print(json.dumps(compare_final(network, json.loads(databases), args.preset)))
         return
     from neoflow.runtime.plot import plot_step_times
+    from neoflow.tune.database import FILENAME
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {}
+    results, finals, margins = {}, {}, {}
     for network in args.networks:
-        tries = {mode: [] for mode in args.modes}
-        for n in range(args.repeats):       # modes in turn, rotated each repeat: drift and
-            for mode in args.modes[n:] + args.modes[:n]:   # position effects hit them alike
-                print(f"[overlap] {network} {mode} ({n + 1}/{args.repeats}) ...", flush=True)
-                r = run_child(network, mode, args)
-                tries[mode].append(r)
-                print(f"[overlap] {network} {mode}: " + (r["error"] if "error" in r else
-                      f"{r['wall_s']:.1f} s, first step {r['first_step_s']:.2f} s, "
-                      f"final {r['final_ms']:.2f} ms/step"), flush=True)
-        results[network] = {mode: median_run(runs) for mode, runs in tries.items()}
+        with tempfile.TemporaryDirectory(prefix="nf-overlap-") as root:
+            tries = run_all(network, args, Path(root))
+            results[network] = {mode: median_run(runs) for mode, runs in tries.items()}
+            margins[network] = background_margins(tries)
+            caches = {m: Path(r.pop("cache")) for m, r in results[network].items()}
+            databases = {m: caches[m] / FILENAME for m in NEOFLOW_MODES
+                         if m in caches and "error" not in results[network][m]}
+            if databases:
+                print(f"[overlap] {network}: final schedules side by side ...", flush=True)
+                finals[network] = compare_child(network, databases, args, Path(root) / "compare")
         runs = {m: r["history"] for m, r in results[network].items()
                 if "error" not in r and m != "eager"}
         eager = results[network].get("eager", {})
@@ -200,10 +302,41 @@ def main():
                         title=f"{network}: ms/step over wall-clock time "
                               f"({steps(network, args)} steps)")
     (args.out / "overlap.json").write_text(json.dumps(
-        {"args": {k: str(v) for k, v in vars(args).items()}, "results": results}))
-    table = markdown(results, args)
+        {"args": {k: str(v) for k, v in vars(args).items()}, "results": results,
+         "side_by_side": finals, "background_margins_s": margins}))
+    table = markdown(results, finals, margins, args)
     (args.out / "overlap.md").write_text(table)
     print(table)
+
+
+def run_all(network, args, root):
+    """{mode: [run of each repeat]}: the modes in turn, the order rotated each
+    repeat (drift and position effects hit them alike); each run's kernel
+    cache and database in its own folder under `root` (its "cache")."""
+    tries = {mode: [] for mode in args.modes}
+    for n in range(args.repeats):
+        turn = n % len(args.modes)
+        for mode in args.modes[turn:] + args.modes[:turn]:
+            print(f"[overlap] {network} {mode} ({n + 1}/{args.repeats}) ...", flush=True)
+            cache = root / f"{mode}-{n}"
+            r = dict(run_child(network, mode, args, cache), cache=str(cache))
+            tries[mode].append(r)
+            print(f"[overlap] {network} {mode}: " + (r["error"] if "error" in r else
+                  f"{r['wall_s']:.1f} s, first step {r['first_step_s']:.2f} s, "
+                  f"final {r['final_ms']:.2f} ms/step"), flush=True)
+    return tries
+
+
+def background_margins(tries):
+    """Per repeat: background's wall time minus the better of off's and
+    ahead's in the same repeat (negative: background finished first); []
+    when a mode is missing or failed."""
+    modes = ("background", "ahead", "off")
+    if not all(m in tries for m in modes) or any("error" in r for m in modes
+                                                   for r in tries[m]):
+        return []
+    return [bg["wall_s"] - min(off["wall_s"], ahead["wall_s"])
+            for bg, ahead, off in zip(*(tries[m] for m in modes))]
 
 
 if __name__ == "__main__":
