@@ -239,8 +239,8 @@ def _verdict(network, final, margins):
     """The lines on background against the better of off and ahead."""
     out = []
     if margins:
-        out.append(f"* {network}: background's wall time minus the better of off's and "
-                   f"ahead's, per repeat: "
+        out.append(f"* {network}: background's wall time minus the better of the other "
+                   f"NeoFlow modes', per repeat: "
                    + ", ".join(f"{m:+.1f} s" for m in margins)
                    + f" (median {statistics.median(margins):+.1f} s)")
     if "error" in final:
@@ -329,14 +329,15 @@ def run_all(network, args, root):
 
 def background_margins(tries):
     """Per repeat: background's wall time minus the better of off's and
-    ahead's in the same repeat (negative: background finished first); []
-    when a mode is missing or failed."""
-    modes = ("background", "ahead", "off")
-    if not all(m in tries for m in modes) or any("error" in r for m in modes
-                                                   for r in tries[m]):
+    ahead's (those of them that ran) in the same repeat; negative:
+    background finished first. [] without background or both others, or
+    when a run failed."""
+    others = [m for m in ("off", "ahead") if m in tries]
+    runs = [tries[m] for m in ["background"] + others if m in tries]
+    if "background" not in tries or not others or any("error" in r for rs in runs for r in rs):
         return []
-    return [bg["wall_s"] - min(off["wall_s"], ahead["wall_s"])
-            for bg, ahead, off in zip(*(tries[m] for m in modes))]
+    return [bg["wall_s"] - min(r["wall_s"] for r in rest)
+            for bg, *rest in zip(*runs)]
 
 
 if __name__ == "__main__":
