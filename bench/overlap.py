@@ -242,7 +242,10 @@ def _verdict(network, final, margins):
         out.append(f"* {network}: background's wall time minus the better of the other "
                    f"NeoFlow modes', per repeat: "
                    + ", ".join(f"{m:+.1f} s" for m in margins)
-                   + f" (median {statistics.median(margins):+.1f} s)")
+                   + f" (median {statistics.median(margins):+.1f} s"
+                   + (f"; mean {statistics.mean(margins):+.2f} ± "
+                      f"{statistics.stdev(margins) / len(margins) ** 0.5:.2f} s, standard error"
+                      if len(margins) > 1 else "") + ")")
     if "error" in final:
         out.append(f"* {network}: side by side failed: {final['error'][:120]}")
     elif "background" in final and "ahead" in final:
