@@ -236,7 +236,7 @@ def markdown(results, finals, margins, args):
 
 
 def _verdict(network, final, margins):
-    """The lines on background against the better of off and ahead."""
+    """The lines on background against the other NeoFlow modes that ran."""
     out = []
     if margins:
         out.append(f"* {network}: background's wall time minus the better of the other "
@@ -248,12 +248,14 @@ def _verdict(network, final, margins):
                       if len(margins) > 1 else "") + ")")
     if "error" in final:
         out.append(f"* {network}: side by side failed: {final['error'][:120]}")
-    elif "background" in final and "ahead" in final:
-        bg, ahead = final["background"], final["ahead"]
-        out.append(f"* {network}: side by side, background's final schedules run at "
-                   f"{bg['ms'] / ahead['ms']:.3f}x ahead's ms/step (kernels with a "
-                   f"non-default schedule: background {bg['retuned']}, ahead "
-                   f"{ahead['retuned']}, of {ahead['distinct']})")
+    elif "background" in final and len(final) > 1:
+        bg = final["background"]
+        ratios = ", ".join(f"{bg['ms'] / r['ms']:.3f}x {m}'s" for m, r in final.items()
+                           if m != "background")
+        counts = ", ".join(f"{m} {r['retuned']}" for m, r in final.items())
+        out.append(f"* {network}: side by side, background's final schedules run at {ratios} "
+                   f"ms/step (kernels with a non-default schedule: {counts}, of "
+                   f"{bg['distinct']})")
     return out
 
 
