@@ -26,20 +26,24 @@ Per stage:
   stride 2): the reduce loops around a vector of output points;
 * any other reduction: reduce loops innermost into a scalar (vectorised
   as a SIMD reduction over a unit-stride axis).
-Small stages run on one thread (`parallel_min_work`). No stage is computed
-at another (`compute_at`): with spinning OpenMP threads one parallel loop
-per stage measured as fast or 2-3% faster (LLTM cell, MI-LSTM gates); the
-search tries it.
+Small stages run on one thread (`parallel_min_work`). A run of stages that
+can be computed at one another (`compute_at`) is, when two of them call a
+transcendental (exp, tanh, ...) on the same elements -- a gradient
+re-evaluating the forward's sigmoids: in their one row loop
+schedule/loop_fusion.py fuses the stages' inner loops and evaluates each
+shared call once (LLTM cell forward+backward 7-10% faster). Otherwise each
+stage keeps its own parallel loop, which with spinning OpenMP threads
+measured as fast or 2-3% faster (MI-LSTM gates); the search tries both.
 
 Hands on: a `Config` that `validate` accepts.
 """
 import math
 import os
 
-from ..te.arith import free_vars, linear_form
-from ..te.expr import Binary, Unary
-from ..te.visit import post_order, reads
-from .config import Config, StageConfig, level_extents, level_names
+from ..te.arith import conjuncts, free_vars, linear_form
+from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
+from ..te.visit import children, post_order, reads
+from .config import Config, StageConfig, compute_at_problem, level_extents, level_names
 from .stage import Stage
 
 VECTOR_BYTES = 32        # AVX2
@@ -70,7 +74,91 @@ def default_config(kernel):
     >>> cfg.stages[0].vectorize
     's1'
     """
-    return Config([_stage_default(Stage(t)) for t in kernel.stages])
+    stages = [Stage(t) for t in kernel.stages]
+    configs = [_stage_default(st) for st in stages]
+    _chain_sharing_stages(stages, configs, kernel.inputs)
+    return Config(configs)
+
+
+def _chain_sharing_stages(stages, configs, inputs):
+    """Set compute_at on each maximal run of stages that can be computed at one
+    another where two stages call a transcendental on the same elements
+    (relative to their point, the pieces of a partitioned axis aligned)."""
+    for n in range(1, len(stages)):
+        configs[n].compute_at = compute_at_problem(stages, configs, n, inputs) is None
+    n = 0
+    while n < len(stages):
+        end = n + 1
+        while end < len(stages) and configs[end].compute_at:
+            end += 1
+        seen, shared = set(), False
+        for st in stages[n:end]:
+            calls = _calls(st)
+            shared |= bool(calls & seen)
+            seen |= calls
+        if not shared:
+            for sc in configs[n + 1:end]:
+                sc.compute_at = False
+        n = end
+
+
+def _calls(st):
+    """The transcendental calls of a stage, as keys equal for the same function
+    of the same elements relative to the stage's point. Under a select whose
+    condition starts the last axis at lo, the point counts from lo, as where
+    loop partitioning cuts that axis (`dgates[i, j]` for j in [128, 256) reads
+    `gates[i, j]` as `h_new[i, s]` reads `gates[i, 128 + s]`)."""
+    axes = {id(v): n for n, v in enumerate(st.spatial)}
+    last = st.spatial[-1] if st.spatial else None
+    out = set()
+
+    def walk(e, shift):
+        if isinstance(e, Unary) and e.op in INTRINSICS:
+            out.add(_point_key(e, axes, last, shift))
+        if isinstance(e, Select):
+            walk(e.cond, shift)
+            walk(e.t, _start(e.cond, last, shift))
+            walk(e.f, shift)
+            return
+        for c in children(e):
+            walk(c, shift)
+    walk(st.tensor.op.body, 0)
+    return out
+
+
+def _start(cond, var, shift):
+    """The smallest value of `var` an affine bound in `cond` allows (`j >= 128`),
+    if above `shift`; else `shift`."""
+    start = shift
+    for c in conjuncts(cond):
+        if isinstance(c, Binary) and c.op in ("ge", "gt", "le", "lt"):
+            a, b = linear_form(c.a), linear_form(c.b)
+            if a is None or b is None:
+                continue
+            form = a - b if c.op in ("ge", "gt") else b - a      # form >= 0 (> 0)
+            if set(form.terms) == {var} and form.terms[var] == 1:
+                start = max(start, -form.const + (c.op in ("gt", "lt")))
+    return start
+
+
+def _point_key(e, axes, last, shift):
+    if isinstance(e, Read):
+        return ("read", id(e.tensor),
+                tuple(_index_key(i, axes, last, shift) for i in e.indices))
+    if isinstance(e, IterVar):
+        return ("axis", axes.get(id(e), id(e)))
+    if isinstance(e, Const):
+        return ("const", e.dtype, repr(e.value))
+    return (type(e).__name__, getattr(e, "op", None),
+            tuple(_point_key(c, axes, last, shift) for c in children(e)))
+
+
+def _index_key(index, axes, last, shift):
+    form = linear_form(index)
+    if form is None:
+        return _point_key(index, axes, last, shift)
+    const = form.const + form.terms.get(last, 0) * shift
+    return (const, frozenset((axes.get(id(v), id(v)), c) for v, c in form.terms.items()))
 
 
 def _stage_default(st):

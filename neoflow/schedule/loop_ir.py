@@ -278,6 +278,34 @@ def map_expr(e, fn):
     return walk(e)
 
 
+def map_stmt(stmt, fn):
+    """`stmt` rebuilt with every expression in it (bounds, values, indices,
+    conditions) rebuilt by `map_expr(e, fn)`; buffers and loop variables stay.
+
+    >>> map_stmt(body, lambda n: j + 1 if n is i else n)     # i -> j + 1   # doctest: +SKIP
+    """
+    def expr(e):
+        return map_expr(e, fn)
+
+    def walk(s):
+        if isinstance(s, Seq):
+            return Seq([walk(x) for x in s.stmts])
+        if isinstance(s, For):
+            return For(s.var, expr(s.begin), expr(s.end), s.kind, walk(s.body), s.unroll,
+                       s.reduction)
+        if isinstance(s, Let):
+            return Let(s.var, expr(s.value), walk(s.body))
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, walk(s.body))
+        if isinstance(s, Store):
+            return Store(s.buffer, expr(s.index), expr(s.value))
+        if isinstance(s, CopyTransposed):
+            return CopyTransposed(s.size, s.dst, expr(s.dst_index), s.dst_stride, s.src,
+                                  expr(s.src_index), s.src_stride)
+        return IfThenElse(expr(s.cond), walk(s.then), None if s.else_ is None else walk(s.else_))
+    return walk(stmt)
+
+
 # -- a readable dump (debugging and tests) -------------------------------------------
 
 def dump(node, depth=0):

@@ -51,7 +51,8 @@ from ..te.visit import children, with_children
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import ConfigError, accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, CopyTransposed, For, IfThenElse,
-                      KernelFunc, Let, Load, Program, Seq, Site, Store, Var, nodes)
+                      KernelFunc, Let, Load, Program, Seq, Site, Store, Var, map_stmt, nodes)
+from .loop_fusion import fuse_loops
 from .loop_partition import partition_loops
 from .speculate import speculate
 from .stage import Stage
@@ -104,7 +105,7 @@ def lower_kernel(kernel, config, sites):
             stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
         else:
             stmts.append(stmt)
-    body = speculate(partition_loops(Seq(stmts)))
+    body = fuse_loops(speculate(partition_loops(Seq(stmts))))
     for t in reversed(kernel.locals):
         body = Allocate(buffers[id(t)], body)
     return KernelFunc([buffers[id(t)] for t in kernel.inputs],
@@ -122,8 +123,9 @@ def _computed_at(previous, stmt, name):
             (previous.begin.value, previous.end.value) != (stmt.begin.value, stmt.end.value):
         raise ConfigError(f"stage '{name}': compute_at needs it and the stage before to run "
                           "as one parallel loop over the same rows")
-    return For(previous.var, previous.begin, previous.end, "parallel",
-               Seq([previous.body, Let(stmt.var, previous.var, stmt.body)]))
+    row = previous.var
+    body = map_stmt(stmt.body, lambda n: row if n is stmt.var else n)
+    return For(row, previous.begin, previous.end, "parallel", Seq([previous.body, body]))
 
 
 # -- loop nests ------------------------------------------------------------------
