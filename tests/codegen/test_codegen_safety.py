@@ -157,15 +157,23 @@ ASAN_SCRIPT = textwrap.dedent("""
         sc.parallel = 1
     cfgs[0].stages[1].compute_at = True
     run([a2, b2], [s2], [rng.standard_normal((64, 256)).astype(np.float32)], cfgs)
+    # LLTM's cell and its gradient: the default chains the cell update and
+    # gradient stages, their loops fused across stages and pieces
+    from neoflow.tune import workloads
+    [lw] = workloads.lltm_cell()
+    lv = [rng.uniform(-1, 1, t.shape).astype(np.float32) for t in lw.inputs]
+    got = nf.build(lw.outputs, lw.inputs, sanitize=True)(*lv)
+    for g, r in zip(got, nf.evaluate(lw.outputs, dict(zip(lw.inputs, lv)))):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
     print("ASAN-CLEAN")
 """)
 
 
 def test_kernels_run_clean_under_address_sanitizer():
     """A gather (and its error path), a padded strided dilated conv, a
-    tail-heavy schedule, a softmax, panel-by-panel packing and compute_at,
-    built with -fsanitize=address (about 5 s; the compiler's libasan is
-    required)."""
+    tail-heavy schedule, a softmax, panel-by-panel packing, compute_at and
+    fused loops, built with -fsanitize=address (about 10 s; the compiler's
+    libasan is required)."""
     runtime = asan_runtime_path()
     if runtime is None:
         print("the C compiler has no AddressSanitizer runtime (libasan); skipping")
