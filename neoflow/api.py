@@ -176,8 +176,7 @@ class BuiltFunction:
         self._expected = [(t, t.shape, np.dtype(dt.to_numpy(t.dtype))) for t in inputs]
         self._pointer_array = ctypes.c_void_p * (len(inputs) + len(computed))
         self._handout = self._handout_plan()
-        self._plain = [(pool, n) for pool, n, _ in self._handout] == [
-            (0, n) for n in range(len(computed))] and not any(c for *_, c in self._handout)
+        self._plain = self._handout == [(0, n, False) for n in range(len(computed))]
 
     def __repr__(self):
         names = ", ".join(t.name for t in self.inputs)

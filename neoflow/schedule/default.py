@@ -27,9 +27,9 @@ Per stage:
 * any other reduction: reduce loops innermost into a scalar (vectorised
   as a SIMD reduction over a unit-stride axis).
 Small stages run on one thread (`parallel_min_work`). A run of stages that
-can be computed at one another (`compute_at`) is, when two of them call a
-transcendental (exp, tanh, ...) on the same elements -- a gradient
-re-evaluating the forward's sigmoids: in their one row loop
+can be computed at one another is chained that way (`compute_at`) when two
+of them call a transcendental (exp, tanh, ...) on the same elements -- a
+gradient re-evaluating the forward's sigmoids: in their one row loop
 schedule/loop_fusion.py fuses the stages' inner loops and evaluates each
 shared call once (LLTM cell forward+backward 7-10% faster). Otherwise each
 stage keeps its own parallel loop, which with spinning OpenMP threads
