@@ -30,8 +30,8 @@ from ..te import dtype as dt
 from ..te.arith import linear_form
 from ..te.expr import Binary, Const, Select, Unary
 from ..te.visit import with_children
-from .loop_ir import (Allocate, Blend, Buffer, CDiv, Check, For, IfThenElse, Let, Load, Seq,
-                      Store, expr_children, map_expr, map_stmt, nodes)
+from .loop_ir import (Allocate, Blend, Buffer, CDiv, Check, For, Load, Seq, Store, expr_children,
+                      map_body, map_expr, map_stmt, nodes)
 
 SHARED_CALLS = ("exp", "log", "tanh", "sigmoid", "erf")   # worth a scalar when used twice
 MAX_SCAN = 4096   # trip count up to which unequal strides are checked point by point
@@ -44,19 +44,8 @@ def fuse_loops(stmt):
     ...                 For(u, 0, 128, "vectorized", Store(h, u, tanh(c[u])))]))
     ... # one loop over s: c[s] = exp(x[s]); h[s] = tanh(c[s])   # doctest: +SKIP
     """
-    if isinstance(stmt, Seq):
-        return Seq(_fuse_runs([fuse_loops(s) for s in stmt.stmts]))
-    if isinstance(stmt, For):
-        return For(stmt.var, stmt.begin, stmt.end, stmt.kind, fuse_loops(stmt.body),
-                   stmt.unroll, stmt.reduction)
-    if isinstance(stmt, Let):
-        return Let(stmt.var, stmt.value, fuse_loops(stmt.body))
-    if isinstance(stmt, Allocate):
-        return Allocate(stmt.buffer, fuse_loops(stmt.body))
-    if isinstance(stmt, IfThenElse):
-        return IfThenElse(stmt.cond, fuse_loops(stmt.then),
-                          None if stmt.else_ is None else fuse_loops(stmt.else_))
-    return stmt
+    stmt = map_body(stmt, fuse_loops)
+    return Seq(_fuse_runs(list(stmt.stmts))) if isinstance(stmt, Seq) else stmt
 
 
 def _fuse_runs(stmts):

@@ -278,6 +278,27 @@ def map_expr(e, fn):
     return walk(e)
 
 
+def map_body(stmt, fn):
+    """`stmt` with `fn` applied to each statement directly inside it (a Seq's
+    statements, a loop's, let's or allocation's body, an if's branches);
+    stores and copies come back as they are.
+
+    >>> map_body(Seq([a, b]), f)      # Seq([f(a), f(b)])   # doctest: +SKIP
+    """
+    if isinstance(stmt, Seq):
+        return Seq([fn(s) for s in stmt.stmts])
+    if isinstance(stmt, For):
+        return For(stmt.var, stmt.begin, stmt.end, stmt.kind, fn(stmt.body), stmt.unroll,
+                   stmt.reduction)
+    if isinstance(stmt, Let):
+        return Let(stmt.var, stmt.value, fn(stmt.body))
+    if isinstance(stmt, Allocate):
+        return Allocate(stmt.buffer, fn(stmt.body))
+    if isinstance(stmt, IfThenElse):
+        return IfThenElse(stmt.cond, fn(stmt.then), None if stmt.else_ is None else fn(stmt.else_))
+    return stmt
+
+
 def map_stmt(stmt, fn):
     """`stmt` rebuilt with every expression in it (bounds, values, indices,
     conditions) rebuilt by `map_expr(e, fn)`; buffers and loop variables stay.

@@ -14,7 +14,8 @@ Hands on: a loop-IR statement with the same meaning (`partition_loops`).
 from ..te import dtype as dt
 from ..te.arith import linear_form
 from ..te.expr import Binary, Const, Select, Unary
-from .loop_ir import Allocate, CopyTransposed, For, IfThenElse, Let, Seq, Store, map_expr, nodes
+from .loop_ir import (Allocate, CopyTransposed, For, IfThenElse, Let, Seq, Store, map_body,
+                      map_expr, nodes)
 
 MAX_PIECES = 8
 _TESTS = {"lt": lambda x: x < 0, "le": lambda x: x <= 0, "gt": lambda x: x > 0,
@@ -28,21 +29,8 @@ def partition_loops(stmt):
     ...         Store(out, j, Select(j < 4, Load(a, j), Load(b, j - 4))))  # doctest: +SKIP
     >>> partition_loops(s)     # two loops: [0, 4) reads a, [4, 8) reads b   # doctest: +SKIP
     """
-    if isinstance(stmt, Seq):
-        return Seq([partition_loops(s) for s in stmt.stmts])
-    if isinstance(stmt, Let):
-        return Let(stmt.var, stmt.value, partition_loops(stmt.body))
-    if isinstance(stmt, Allocate):
-        return Allocate(stmt.buffer, partition_loops(stmt.body))
-    if isinstance(stmt, IfThenElse):
-        return IfThenElse(stmt.cond, partition_loops(stmt.then),
-                          None if stmt.else_ is None else partition_loops(stmt.else_))
-    if isinstance(stmt, For):
-        body = partition_loops(stmt.body)
-        loop = For(stmt.var, stmt.begin, stmt.end, stmt.kind, body, stmt.unroll,
-                   stmt.reduction)
-        return _split(loop)
-    return stmt
+    stmt = map_body(stmt, partition_loops)
+    return _split(stmt) if isinstance(stmt, For) else stmt
 
 
 def _split(loop):
