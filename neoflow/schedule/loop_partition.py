@@ -14,8 +14,7 @@ Hands on: a loop-IR statement with the same meaning (`partition_loops`).
 from ..te import dtype as dt
 from ..te.arith import linear_form
 from ..te.expr import Binary, Const, Select, Unary
-from .loop_ir import (Allocate, CopyTransposed, For, IfThenElse, Let, Seq, Store, map_body,
-                      map_expr, nodes)
+from .loop_ir import For, IfThenElse, Seq, map_body, map_stmt, nodes
 
 MAX_PIECES = 8
 _TESTS = {"lt": lambda x: x < 0, "le": lambda x: x <= 0, "gt": lambda x: x > 0,
@@ -122,30 +121,17 @@ def _tests(stmt):
 def _decide(stmt, decided):
     """`stmt` with the tests in `decided` ({id(test): Const}) replaced and the
     selects and ifs they settle resolved."""
-    def expr(e):
-        return map_expr(e, lambda n: decided[id(n)] if id(n) in decided else _fold(n))
+    return _settle_ifs(map_stmt(
+        stmt, lambda n: decided[id(n)] if id(n) in decided else _fold(n)))
 
-    def stmt_(s):
-        if isinstance(s, Seq):
-            return Seq([stmt_(x) for x in s.stmts])
-        if isinstance(s, For):
-            return For(s.var, expr(s.begin), expr(s.end), s.kind, stmt_(s.body), s.unroll,
-                       s.reduction)
-        if isinstance(s, Let):
-            return Let(s.var, expr(s.value), stmt_(s.body))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, stmt_(s.body))
-        if isinstance(s, Store):
-            return Store(s.buffer, expr(s.index), expr(s.value))
-        if isinstance(s, CopyTransposed):
-            return s
-        cond = expr(s.cond)
-        if isinstance(cond, Const):
-            taken = s.then if cond.value else s.else_
-            return Seq([]) if taken is None else stmt_(taken)
-        return IfThenElse(cond, stmt_(s.then), None if s.else_ is None else stmt_(s.else_))
 
-    return stmt_(stmt)
+def _settle_ifs(stmt):
+    """`stmt` with each if whose condition is a constant replaced by the branch taken."""
+    stmt = map_body(stmt, _settle_ifs)
+    if isinstance(stmt, IfThenElse) and isinstance(stmt.cond, Const):
+        taken = stmt.then if stmt.cond.value else stmt.else_
+        return Seq([]) if taken is None else taken
+    return stmt
 
 
 def _fold(e):
