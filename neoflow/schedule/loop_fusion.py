@@ -11,10 +11,12 @@ call exp, sigmoid and tanh 13 times per point where 4 distinct values exist.
   constant trip count, whose bodies are stores only (no inner loops, no
   checked reads), run as one loop over the first one's range, each body
   with its variable shifted onto it (`dgates[i, 256 + t]` beside
-  `c_new[i, t]`). Legal when every buffer one of them stores is touched by
-  the others only at one and the same element, whose index moves with the
-  loop variable: iteration t then reads what the loops before it wrote at
-  iteration t, as before, and nothing that a later iteration writes.
+  `c_new[i, t]`). Legal when no element a loop touches at iteration t is
+  touched by a loop before it at a later iteration, one of the two touches
+  a store (indices affine and equal but for the loop variable's
+  coefficient and the constant; checked exactly): each iteration then
+  reads what the loops before it wrote there, as before, and overwrites
+  nothing they still read.
 * Sharing: in a fused body that calls a transcendental, a value stored and
   read back later in the same iteration is kept in a scalar, and a call
   evaluated more than once on the same operands (the same buffers at the
@@ -51,8 +53,9 @@ def fuse_loops(stmt):
 def _fuse_runs(stmts):
     out, run = [], []
     for s in stmts:
-        if run and _joins(run, s):
-            run.append(_shifted(s, run[0]))
+        moved = _joining(run, s) if run else None
+        if moved is not None:
+            run.append(moved)
             continue
         if run:
             out.append(_fused(run))
@@ -89,21 +92,21 @@ def _shifted(loop, first):
     return For(first.var, first.begin, first.end, loop.kind, body)
 
 
-def _joins(run, s):
-    """Whether loop `s` may join the fused `run` (loops already shifted onto
-    run[0]'s variable): no element that `s` touches at iteration t is touched
-    by the run at a later iteration, one of the two touches being a store."""
+def _joining(run, s):
+    """Loop `s` shifted onto run[0]'s range if it may join the fused `run`
+    (loops already shifted): no element it touches at iteration t is touched
+    by the run at a later iteration, one of the two touches a store. Else None."""
     first = run[0]
     if not _fusable(s) or s.kind != first.kind or _trips(s) != _trips(first):
-        return False
-    new = _accesses(_shifted(s, first).body)
+        return None
+    moved = _shifted(s, first)
     old = [a for loop in run for a in _accesses(loop.body)]
-    for buf, stored, index in new:
+    for buf, stored, index in _accesses(moved.body):
         for buf_, stored_, index_ in old:
             if buf is buf_ and (stored or stored_) and \
                     _meets_later(index_, index, first.var, first.begin.value, _trips(first)):
-                return False
-    return True
+                return None
+    return moved
 
 
 def _accesses(body):
@@ -139,6 +142,7 @@ def _meets_later(early, late, var, begin, trips):
 
 
 def _fused(run):
+    """One loop over run[0]'s range running the bodies of `run` in turn."""
     if len(run) == 1:
         return run[0]
     first = run[0]
