@@ -14,6 +14,7 @@ INDEX = "int64"  # the dtype of index variables
 
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t",
            "int64": "int64_t", "bool": "uint8_t"}
+_NUMPY = {name: np.dtype(name) for name in ALL_DTYPES}
 
 
 def canonical(dtype, what="dtype"):
@@ -41,4 +42,10 @@ def is_int(dtype):
 
 
 def to_numpy(dtype):
-    return np.dtype(dtype)
+    """The NumPy dtype of a canonical name, made once (every call of a built
+    function checks its inputs against it).
+
+    >>> to_numpy("float32")
+    dtype('float32')
+    """
+    return _NUMPY[dtype]
