@@ -38,8 +38,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import neoflow as nf  # noqa: E402
-from neoflow.api import plan_kernels  # noqa: E402
-from neoflow.tune import Database, detect, workloads  # noqa: E402
+from neoflow.graph.plan import plan_kernels  # noqa: E402
+from neoflow.tune import Database, detect
+from neoflow.zoo import workloads  # noqa: E402
 from neoflow.tune.prune import Pruner, prune_report  # noqa: E402
 
 REPEATS = 31

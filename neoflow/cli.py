@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from .errors import NeoFlowError
-from .tune.commands import add_db_arguments, add_tune_arguments, run_db, run_tune
+from .tune_cli import add_db_arguments, add_tune_arguments, run_db, run_tune
 from .zoo import commands as zoo_commands
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import neoflow as nf
+from neoflow.runtime.function import address
 from neoflow.errors import InputError, NeoFlowError
 from neoflow.schedule import ConfigError, default_config
 
@@ -84,11 +85,11 @@ def test_inputs_untouched_outputs_fresh_torch_and_views_accepted(prog):
 
 def test_address_is_the_data_pointer_writable_or_not():
     a = np.arange(6, dtype=np.float32)
-    assert nf.api.address(a) == a.ctypes.data
+    assert address(a) == a.ctypes.data
     a.setflags(write=False)
-    assert nf.api.address(a) == a.ctypes.data
+    assert address(a) == a.ctypes.data
     empty = np.zeros(0, np.float32)                    # no byte to take the address of
-    assert nf.api.address(empty) == empty.ctypes.data
+    assert address(empty) == empty.ctypes.data
 
 
 def test_unused_inputs_outputs_that_are_inputs_and_repeated_outputs(prog):

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import BuiltFunction
-from ..build import CompiledLibrary, compile_c
+from .function import BuiltFunction
+from ..toolchain import CompiledLibrary, compile_c
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program

@@ -523,7 +523,7 @@ def _make_backend(name, target, database, start):
     found. Native kernels take their schedule from `start` ({key: Config}),
     else from the tuning `database`, else the default."""
     if name == "auto":
-        from ..build.compiler import find_compiler
+        from ..toolchain.compiler import find_compiler
         try:
             find_compiler()
         except CompilerNotFoundError as e:

@@ -1,6 +1,6 @@
 """tune/database: tuning records in SQLite (WAL), safe for many processes.
 
-One file (default `<neoflow.build.cache_dir()>/tuning.sqlite`) holds, per
+One file (default `<neoflow.toolchain.cache_dir()>/tuning.sqlite`) holds, per
 key (kernel structural key, target, hardware fingerprint), the best
 schedule found -- a Config as JSON, never pickle -- with its median time,
 and every trial measured (config, status, time): the cost model's training
@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build import cache_dir
+from ..toolchain import cache_dir
 from ..errors import NeoFlowError
 from ..schedule import Config, ConfigError, validate
 from .hardware import detect

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build import compile_c
+from ..toolchain import compile_c
 from ..codegen.c import generate_c
 from ..errors import NeoFlowError
 from ..schedule import default_config, lower_program

@@ -60,7 +60,7 @@ def tune(outputs, inputs, target="cpu", trials=200, seconds=None, database=None,
     >>> rec = nf.tune(C, [A, B], trials=16)                  # doctest: +SKIP
     >>> rec.config, rec.median_s, rec.trials                 # doctest: +SKIP
     """
-    from ..api import plan_kernels     # the top-level API builds on the stages below it
+    from ..graph.plan import plan_kernels
     if target != "cpu":
         raise TuneError(f"target {target!r}: only 'cpu' can be tuned")
     if trials is not None and (not isinstance(trials, int) or trials < 1):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import neoflow as nf
-from neoflow.build import compile_c
+from neoflow.toolchain import compile_c
 from neoflow.codegen.c.prelude import PRELUDE
 
 rng = np.random.default_rng(0)

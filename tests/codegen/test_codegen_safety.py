@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import neoflow as nf
-from neoflow.build import asan_runtime_path
+from neoflow.toolchain import asan_runtime_path
 from neoflow.errors import OutOfBoundsError
 
 HOSTILE = '*/ system("rm -rf /"); /*\n#include <stdio.h>'
@@ -159,7 +159,7 @@ ASAN_SCRIPT = textwrap.dedent("""
     run([a2, b2], [s2], [rng.standard_normal((64, 256)).astype(np.float32)], cfgs)
     # LLTM's cell and its gradient: the default chains the cell update and
     # gradient stages, their loops fused across stages and pieces
-    from neoflow.tune import workloads
+    from neoflow.zoo import workloads
     [lw] = workloads.lltm_cell()
     lv = [rng.uniform(-1, 1, t.shape).astype(np.float32) for t in lw.inputs]
     got = nf.build(lw.outputs, lw.inputs, sanitize=True)(*lv)

@@ -6,7 +6,7 @@ import ctypes
 import numpy as np
 
 import neoflow as nf
-from neoflow.build import compile_c
+from neoflow.toolchain import compile_c
 from neoflow.codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from neoflow.graph import kernels_for
 from neoflow.schedule import default_config, lower_program

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import neoflow as nf
-from neoflow.api import plan_kernels
+from neoflow.graph.plan import plan_kernels
 
 M, N = 4, 6
 DTYPE = "float64"

@@ -8,7 +8,7 @@ import pytest
 
 import neoflow as nf
 from neoflow import zoo
-from neoflow.api import plan_kernels
+from neoflow.graph.plan import plan_kernels
 from neoflow.te import dtype as dt
 from neoflow.te.visit import topo_tensors
 

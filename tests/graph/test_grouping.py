@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import neoflow as nf
-from neoflow.api import plan_kernels
+from neoflow.graph.plan import plan_kernels
 from neoflow.errors import InputError, MissingDependencyError
 from neoflow.graph import fuse, fuse_training_graph, group_kernels, kernels_of
 from neoflow.graph.explain import to_graphviz

@@ -157,7 +157,7 @@ def test_swapped_schedules_give_the_same_losses():
 def test_a_swap_slower_in_the_step_is_swapped_back(tmp_path):
     """A candidate that busy-waits is profiled after the swap and undone, and
     the database forgets it as the kernel's best schedule."""
-    from neoflow.build import compile_c
+    from neoflow.toolchain import compile_c
     from neoflow.runtime.native import Candidate, kernels_source
     from neoflow.schedule.lower import lower_kernel
     from neoflow.tune import Database, Record, detect

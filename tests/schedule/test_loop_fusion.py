@@ -4,7 +4,7 @@ and the default schedule chaining the stages where that pays (LLTM's cell)."""
 import numpy as np
 
 import neoflow as nf
-from neoflow.api import plan_kernels
+from neoflow.graph.plan import plan_kernels
 from neoflow.graph.kernel import Kernel
 from neoflow.runtime.native import compile_kernels
 from neoflow.schedule import default_config
@@ -12,7 +12,7 @@ from neoflow.schedule.loop_fusion import _meets_later, fuse_loops
 from neoflow.schedule.loop_ir import Buffer, For, Load, Seq, Store, Var, dump
 from neoflow.te import dtype as dt
 from neoflow.te.expr import Binary, Const, Select, Unary
-from neoflow.tune import workloads
+from neoflow.zoo import workloads
 
 ROWS, COLS = 64, 256
 

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 import neoflow as nf
-from neoflow.build import compile_c
+from neoflow.toolchain import compile_c
 from neoflow.codegen import generate_c
 from neoflow.codegen.c import ENTRY
 from neoflow.graph import Kernel, kernels_for

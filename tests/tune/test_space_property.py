@@ -10,8 +10,8 @@ import random
 import numpy as np
 
 import neoflow as nf
-from neoflow.api import BuiltFunction
-from neoflow.build import compile_c
+from neoflow.runtime.function import BuiltFunction
+from neoflow.toolchain import compile_c
 from neoflow.codegen.c import generate_c
 from neoflow.graph import Kernel
 from neoflow.schedule import Config, ConfigError, default_config, lower_program, validate
@@ -173,7 +173,7 @@ def test_fused_softmax_three_stages():
 
 
 def test_capsule_convolution():
-    from neoflow.tune.workloads import capsule_conv
+    from neoflow.zoo.workloads import capsule_conv
     [w] = capsule_conv(batch=1, channels=2, size=5, caps=2, kernel=3)
     X, W = w.inputs
     out = w.outputs[0]

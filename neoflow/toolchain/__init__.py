@@ -3,12 +3,12 @@
 Compiles once with the system C compiler, caches the library on disk by
 content hash, and loads it with ctypes.
 
->>> from neoflow.build import compile_c
+>>> from neoflow.toolchain import compile_c
 >>> lib = compile_c("int twice(int x) { return 2 * x; }")    # doctest: +SKIP
 """
-from neoflow.build.cache import cache_dir
-from neoflow.build.compiler import asan_runtime_path
-from neoflow.build.driver import compile_c
-from neoflow.build.library import CompiledLibrary
+from neoflow.toolchain.cache import cache_dir
+from neoflow.toolchain.compiler import asan_runtime_path
+from neoflow.toolchain.driver import compile_c
+from neoflow.toolchain.library import CompiledLibrary
 
 __all__ = ["CompiledLibrary", "asan_runtime_path", "cache_dir", "compile_c"]

@@ -136,8 +136,8 @@ def zoo_step(name, preset="default"):
     """
     from ..graph.training import training_graph
     from ..optim import SGD
-    from .. import zoo
-    net = zoo.get(name)
+    from . import get as get_network
+    net = get_network(name)
     model = net.build(preset)
     g = training_graph(model.loss, SGD(lr=0.01))
     return [Workload(f"zoo {name} ({preset}) training step", g.outputs, g.leaves)]

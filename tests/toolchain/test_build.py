@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from neoflow.build import asan_runtime_path, cache_dir, compile_c, driver
-from neoflow.build.compiler import find_compiler
+from neoflow.toolchain import asan_runtime_path, cache_dir, compile_c, driver
+from neoflow.toolchain.compiler import find_compiler
 from neoflow.errors import BuildError, CompilerNotFoundError
 
 ADD = "double add(double a, double b) { return a + b; }\n"
@@ -266,7 +266,7 @@ def test_sanitized_build_reports_out_of_bounds_writes(cache: Path) -> None:
     script = textwrap.dedent(
         """
         import ctypes
-        from neoflow.build import compile_c
+        from neoflow.toolchain import compile_c
         lib = compile_c('''
             #include <stdlib.h>
             int poke(int i) {

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from neoflow.build import cache
-from neoflow.build.compiler import compile_flags, compile_shared, find_compiler, fingerprint
-from neoflow.build.library import CompiledLibrary, load
+from neoflow.toolchain import cache
+from neoflow.toolchain.compiler import compile_flags, compile_shared, find_compiler, fingerprint
+from neoflow.toolchain.library import CompiledLibrary, load
 
 
 def compile_c(

@@ -1,4 +1,4 @@
-"""tune/commands: what `neoflow tune` and `neoflow db` do (neoflow/cli.py
+"""tune_cli: what `neoflow tune` and `neoflow db` do (neoflow/cli.py
 parses the arguments and calls these).
 
 Hands on: text on stdout (tables, or JSON for `db export`).
@@ -7,9 +7,9 @@ import json
 import sys
 import time
 
-from .database import Database, as_json, default_path
-from .hardware import detect
-from .workloads import WORKLOADS, get
+from .tune.database import Database, as_json, default_path
+from .tune.hardware import detect
+from .zoo.workloads import WORKLOADS, get
 
 
 def add_tune_arguments(parser):
@@ -34,7 +34,7 @@ def run_tune(args):
 
     >>> run_tune(parser.parse_args(["tune", "matmul:256,256,256"]))    # doctest: +SKIP
     """
-    from .tuner import tune
+    from .tune.tuner import tune
     print(f"hardware: {detect().describe()}")
     for w in get(args.workload):
         started = time.monotonic()

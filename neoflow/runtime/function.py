@@ -1,0 +1,99 @@
+"""runtime/function: a compiled computation as a Python callable -- checks
+its arrays (te/feed.py), allocates fresh outputs, runs the generated entry
+point and turns a reported error into a NeoFlowError naming the user's
+compute.
+
+Hands on: `BuiltFunction` (what `nf.build` returns; the runtime's forward
+functions).
+"""
+import ctypes
+
+import numpy as np
+
+from ..codegen.c import ENTRY
+from ..errors import InputError, OutOfBoundsError
+from ..te import dtype as dt
+from ..te.feed import as_input_array
+
+
+def address(array):
+    """The address of a C-contiguous `array`'s data: through the buffer protocol
+    (half a microsecond), else -- read-only or empty -- through `array.ctypes`
+    (three).
+
+    >>> a = np.zeros(3, np.float32); address(a) == a.ctypes.data
+    True
+    """
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):
+        return array.ctypes.data
+
+
+class BuiltFunction:
+    """A compiled computation: call it with arrays for the inputs, in order.
+
+    `source` is the generated C; `kernels` and `configs` say how it was cut
+    and scheduled; `database` is what `nf.build` was given. `computed` are
+    the tensors the kernels write back; `originals` (default: `computed`)
+    the tensors they stand for (before fusion rebuilt them), same order.
+
+    >>> f = nf.build(B, [A]); print(f.source[:40])    # doctest: +SKIP
+    """
+
+    def __init__(self, outputs, single, inputs, computed, kernels, configs, program, source,
+                 library, database, originals=None):
+        self.outputs, self.inputs = outputs, inputs
+        self.kernels, self.configs = kernels, configs
+        self.source, self.library, self.database = source, library, database
+        self._single, self._computed, self._sites = single, computed, program.sites
+        self._originals = computed if originals is None else originals
+        self._entry = library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
+        self._results = [(t.shape, dt.to_numpy(t.dtype)) for t in computed]
+        self._pointer_array = ctypes.c_void_p * (len(inputs) + len(computed))
+        self._handout = self._handout_plan()
+        self._plain = self._handout == [(0, n, False) for n in range(len(computed))]
+
+    def __repr__(self):
+        names = ", ".join(t.name for t in self.inputs)
+        return f"<BuiltFunction ({names}) -> {len(self.outputs)} output(s), " \
+               f"{len(self.kernels)} kernel(s)>"
+
+    def __call__(self, *args):
+        if len(args) != len(self.inputs):
+            names = ", ".join(f"'{t.name}'" for t in self.inputs)
+            raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
+        arrays = [as_input_array(t, a) for t, a in zip(self.inputs, args)]
+        results = [np.empty(shape, dtype) for shape, dtype in self._results]
+        pointers = self._pointer_array(*map(address, arrays), *map(address, results))
+        err = (ctypes.c_int64 * 2)()
+        self._entry(pointers, err)
+        if err[0] != 0:
+            self._raise(err[0], err[1])
+        if self._plain:                     # each output a fresh result, in order
+            return results[0] if self._single else tuple(results)
+        pools = (results, arrays)
+        outs = [pools[pool][n].copy() if copy else pools[pool][n]
+                for pool, n, copy in self._handout]
+        return outs[0] if self._single else tuple(outs)
+
+    def _handout_plan(self):
+        """Per output: (0 for a result / 1 for an input, its index, whether to
+        copy it) -- a tensor asked twice, or an input asked back, is a copy."""
+        where = {id(t): (1, n) for n, t in enumerate(self.inputs)}
+        where.update({id(t): (0, n) for n, t in enumerate(self._originals)})
+        where.update({id(t): (0, n) for n, t in enumerate(self._computed)})
+        handed, plan = set(), []
+        for t in self.outputs:
+            fresh = t.is_compute and id(t) not in handed
+            handed.add(id(t))
+            plan.append(where[id(t)] + (not fresh,))
+        return plan
+
+    def _raise(self, code, index):
+        if code < 0:
+            raise MemoryError("a NeoFlow kernel could not allocate its temporary buffers")
+        site = self._sites[code - 1]
+        raise OutOfBoundsError(
+            f"compute '{site.stage}' reads tensor '{site.tensor}' at index {index} in "
+            f"dimension {site.dim}, outside its size {site.size}")
