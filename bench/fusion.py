@@ -3,9 +3,8 @@
 What partitioning the training step into fused kernels buys (issue 5), on
 the zoo's novel networks and a small CNN.
 
-Per network (neoflow.zoo; SGD with momentum 0.9, one process, 2 threads:
-torch.set_num_threads(2), OMP_NUM_THREADS=2, OMP_WAIT_POLICY=PASSIVE), for
-one training step (forward, backward, optimizer update):
+Per network (neoflow.zoo; SGD with momentum 0.9), for one training step
+(forward, backward, optimizer update):
   * NeoFlow kernels: `len(trainer.kernels)` of nf.Trainer with fusion on and
     with `fusion=False` (one kernel per compute);
   * ATen ops: every call that reaches a TorchDispatchMode during one PyTorch
@@ -26,10 +25,10 @@ one training step (forward, backward, optimizer update):
   * bytes moved: the estimate of neoflow.graph.traffic -- per kernel, the
     bytes of its inputs read plus its outputs written (kernel-local stages
     free) -- summed over the step, fusion on and off;
-  * ms/step: medians of NeoFlow fusion on, fusion off and PyTorch eager,
-    timed in turns (one step of each in turn) so that load from other
-    processes hits all three alike, after one warm-up step each; the
-    speed-ups are eager ms / NeoFlow ms and fusion-off ms / fusion-on ms.
+  * ms/step: NeoFlow fusion on, fusion off and PyTorch eager, each timed
+    alone in its own process with default threading (neoflow.zoo.solo: the
+    median of --blocks blocks' medians of --steps steps); the speed-ups are
+    eager ms / NeoFlow ms and fusion-off ms / fusion-on ms.
 Writes `fusion.md` (the markdown table, also printed) and `fusion.json` to
 the output directory (default bench/results/, not committed).
 
@@ -42,21 +41,15 @@ import json
 import os
 from pathlib import Path
 
-from neoflow.zoo.benchmark import (LR, MOMENTUM, THREADS, interleaved_median_ms, pin_threads,
-                                   sizes_text)
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-# OMP_NUM_THREADS=2, OMP_WAIT_POLICY=PASSIVE: read when OpenMP starts, so
-# before torch is imported (NeoFlow's libgomp and torch's each keep a thread
-# pool; spinning idle threads of one would steal the cores of the other).
-pin_threads()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-
-import neoflow as nf  # noqa: E402
-from neoflow import zoo  # noqa: E402
-from neoflow.graph.traffic import step_bytes  # noqa: E402
+import neoflow as nf
+from neoflow import zoo
+from neoflow.graph.traffic import step_bytes
+from neoflow.zoo.benchmark import sizes_text
+from neoflow.zoo.solo import LR, MOMENTUM, run_alone
 
 NETWORKS = ("lltm", "milstm", "sublstm", "scrnn", "lenet")
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -75,7 +68,7 @@ class AtenOpCounter(TorchDispatchMode):
 
 
 def run_bench(networks=NETWORKS, steps=10, out_dir=DEFAULT_OUT, preset="default",
-              torch_compile=True, log=print):
+              torch_compile=True, log=print, blocks=5):
     """Benchmark the zoo networks `networks` with `steps` timed steps each;
     write fusion.md and fusion.json under `out_dir` and return the report
     {"rows", "environment", "preset", "steps", "markdown", "files"}.
@@ -84,13 +77,13 @@ def run_bench(networks=NETWORKS, steps=10, out_dir=DEFAULT_OUT, preset="default"
     >>> report["rows"][0]["kernels_fused"] <= report["rows"][0]["kernels_unfused"]
     True
     """
-    torch.set_num_threads(THREADS)
     rows = []
     for name in networks:
         log(f"[fusion] {name} ...")
-        rows.append(bench_network(zoo.get(name), steps, preset, torch_compile))
+        rows.append(bench_network(zoo.get(name), steps, preset, torch_compile, blocks))
         log(f"[fusion] {name}: {_row_summary(rows[-1])}")
-    report = {"rows": rows, "environment": environment(), "preset": preset, "steps": steps}
+    report = {"rows": rows, "environment": environment(), "preset": preset, "steps": steps,
+              "blocks": blocks}
     report["markdown"] = markdown(report)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +94,7 @@ def run_bench(networks=NETWORKS, steps=10, out_dir=DEFAULT_OUT, preset="default"
     return report
 
 
-def bench_network(net, steps, preset="default", torch_compile=True):
+def bench_network(net, steps, preset="default", torch_compile=True, blocks=5):
     """One row of the report for the zoo `Network` `net`."""
     model = net.build(preset)
     batch = model.make_batch(np.random.default_rng(0))
@@ -117,12 +110,10 @@ def bench_network(net, steps, preset="default", torch_compile=True):
         row["aten_ops"] = count_aten_ops(eager, torch_batch)
         if torch_compile:
             row.update(compile_kernels(model.torch_model(initial), torch_batch))
-        timed = {"fused_ms": lambda: fused.step(batch),
-                 "unfused_ms": lambda: unfused.step(batch),
-                 "eager_ms": lambda: eager(torch_batch)}
-        for fn in timed.values():
-            fn()
-        row.update(interleaved_median_ms(timed, steps))
+    for key, framework in (("fused", "neoflow"), ("unfused", "neoflow-unfused"),
+                           ("eager", "eager")):
+        figure = run_alone(net.name, framework, preset, steps=steps, blocks=blocks)
+        row[f"{key}_ms"], row[f"{key}_spread_ms"] = figure["median_ms"], figure["spread_ms"]
     return row
 
 
@@ -191,8 +182,8 @@ def speedups(row):
 
 def environment():
     """Versions and machine facts printed under the table."""
-    return {"neoflow": nf.__version__, "torch": torch.__version__, "threads": THREADS,
-            "cores": os.cpu_count()}
+    return {"neoflow": nf.__version__, "torch": torch.__version__, "cores": os.cpu_count(),
+            "timing": "each framework alone in its own process, default threading"}
 
 
 def markdown(report):
@@ -205,15 +196,17 @@ def markdown(report):
     for r in report["rows"]:
         cells = (r["network"], r["sizes"], r["kernels_fused"], r["kernels_unfused"],
                  r["aten_ops"], _compile_cell(r), _size_text(r["bytes_fused"]),
-                 _size_text(r["bytes_unfused"]), f"{r['fused_ms']:.2f}",
-                 f"{r['unfused_ms']:.2f}", f"{r['eager_ms']:.2f}",
+                 _size_text(r["bytes_unfused"]), _ms(r, "fused"), _ms(r, "unfused"),
+                 _ms(r, "eager"),
                  *(f"{x:.2f}x" for x in speedups(r)))
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     env = report["environment"]
     lines += ["",
-              f"* preset '{report['preset']}', SGD momentum {MOMENTUM}; {report['steps']} timed "
-              f"steps per column (median, interleaved); NeoFlow {env['neoflow']} (tuning "
-              f"off), torch {env['torch']}, {env['threads']} threads on {env['cores']} cores",
+              f"* preset '{report['preset']}', SGD momentum {MOMENTUM}; ms: each column timed "
+              f"alone in its own process with default threading, the median of "
+              f"{report['blocks']} blocks' medians of {report['steps']} steps (the blocks' "
+              f"range in brackets); NeoFlow {env['neoflow']} (tuning off), torch "
+              f"{env['torch']}, {env['cores']} cores",
               "* NF kernels: `len(trainer.kernels)`, fusion on and `fusion=False`; NF bytes: "
               "estimated bytes moved per step (neoflow.graph.traffic: inputs read + outputs "
               "written per kernel; kB, MB = 1e3, 1e6 bytes)",
@@ -224,6 +217,11 @@ def markdown(report):
               "* x: ratio of ms/step (eager / NeoFlow; unfused / fused), > 1 = NeoFlow "
               "(fused) faster"]
     return "\n".join(lines) + "\n"
+
+
+def _ms(row, key):
+    low, high = row[f"{key}_spread_ms"]
+    return f"{row[f'{key}_ms']:.2f} ({low:.2f}-{high:.2f})"
 
 
 def _compile_cell(row):
@@ -256,14 +254,16 @@ def main(argv=None):
     """Command line: parse `argv`, run the benchmark, print the table; returns the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per column")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per block")
+    parser.add_argument("--blocks", type=int, default=5, help="timed blocks per column")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output directory")
     parser.add_argument("--preset", default="default", choices=("default", "small"),
                         help="the zoo's paper sizes (default) or its test sizes (small)")
     parser.add_argument("--no-compile", action="store_true",
                         help="skip torch.compile's kernel counts")
     args = parser.parse_args(argv)
-    report = run_bench(args.networks, args.steps, args.out, args.preset, not args.no_compile)
+    report = run_bench(args.networks, args.steps, args.out, args.preset, not args.no_compile,
+                       blocks=args.blocks)
     print(report["markdown"])
     print("written:", ", ".join(report["files"].values()))
     return report

@@ -1,43 +1,39 @@
-"""Gradients NeoFlow derives against PyTorch's hand-written backward, in one
-process on 2 threads (float32).
+"""Gradients NeoFlow derives against PyTorch's hand-written backward (float32).
 
 For conv2d (stride 2, dilation 2, padding 1), overlapping max-pool, matmul,
 softmax and an LLTM cell it prints a markdown table: the flops of the
 backward (every gradient, with the forward tensors as given) over the
 forward's, and the median times of the backward — NeoFlow's built with the
 default schedule (the forward tensors it reads fed in as inputs, as in a
-training step), torch.autograd's with the graph kept between calls.
+training step), torch.autograd's with the graph kept between calls. Each
+side is timed alone in a process of its own with its default threading
+(`--side neoflow` / `--side torch`, neoflow.zoo.solo.run_side): the median of
+BLOCKS blocks' medians of REPEATS calls, the blocks' range beside it.
 
     python bench/grad.py
 """
-import os
+import argparse
+import json
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")   # read when OpenMP starts: set before any import
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-import statistics  # noqa: E402
-import time  # noqa: E402
+import neoflow as nf
+from neoflow.te.expr import Read
+from neoflow.te.tensor import ComputeOp, Tensor
+from neoflow.te.visit import topo_tensors, transform
+from neoflow.zoo.solo import run_side, summarize, time_blocks
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-import neoflow as nf  # noqa: E402
-from neoflow.te.expr import Read  # noqa: E402
-from neoflow.te.tensor import ComputeOp, Tensor  # noqa: E402
-from neoflow.te.visit import topo_tensors, transform  # noqa: E402
-
-THREADS = 2
 REPEATS = 15
+BLOCKS = 5
 
 
-def median_seconds(fn):
+def timed_ms(fn, blocks):
+    """[median, low, high] ms of `fn` (see the module docstring)."""
     fn()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    figure = summarize(time_blocks(fn, REPEATS, blocks))
+    return [figure["median_ms"], *figure["spread_ms"]]
 
 
 def rand(shape, seed):
@@ -94,41 +90,70 @@ def cut(outputs, given):
     return [new.get(id(t), t) for t in outputs], {t: stand_in[id(t)] for t in given}
 
 
-def run(ours, theirs, shapes):
+def run_neoflow(ours, theirs, shapes, blocks):
+    """[backward flops / forward flops, ms, low, high, max relative error
+    against torch.autograd] of NeoFlow's derived backward."""
     xs = [nf.placeholder(s, name=f"x{n}") for n, s in enumerate(shapes)]
     y = ours(*xs)
     head = nf.placeholder(y.shape, name="head")
     grads = nf.grad(y, xs, head=head)
     forward = [t for t in topo_tensors([y]) if t.is_compute]
     ratio = nf.flops(grads, given=forward) / nf.flops(y)
-    values = [rand(s, n) for n, s in enumerate(shapes)]
-    hv = rand(y.shape, 99)
+    values, hv = _values(shapes, y.shape)
     backward, stand_in = cut(grads, forward)
     fwd_values = nf.build(forward, xs)(*values)
     f_bwd = nf.build(backward, xs + [head] + list(stand_in.values()))
-    t_ours = median_seconds(lambda: f_bwd(*values, hv, *fwd_values))
-    ts = [torch.tensor(v, requires_grad=True) for v in values]
-    ty = theirs(*ts)
-    th = torch.tensor(hv)
-    t_torch = median_seconds(lambda: torch.autograd.grad(ty, ts, th, retain_graph=True))
+    ms = timed_ms(lambda: f_bwd(*values, hv, *fwd_values), blocks)
     got = f_bwd(*values, hv, *fwd_values)
-    want = torch.autograd.grad(ty, ts, th)
+    ts = [torch.tensor(v, requires_grad=True) for v in values]
+    want = torch.autograd.grad(theirs(*ts), ts, torch.tensor(hv))
     err = max(float(np.max(np.abs(g - w.numpy())) / max(1e-30, np.max(np.abs(w.numpy()))))
               for g, w in zip(got, want))
-    return ratio, t_ours, t_torch, err
+    return [ratio, *ms, err]
 
 
-def main():
-    torch.set_num_threads(THREADS)
-    print(f"threads: {THREADS}; float32; medians of {REPEATS} calls\n")
+def run_torch(theirs, shapes, blocks):
+    """[ms, low, high] of torch.autograd's backward (graph kept between calls)."""
+    ts = [torch.tensor(v, requires_grad=True) for v in _values(shapes, None)[0]]
+    ty = theirs(*ts)
+    th = torch.tensor(rand(ty.shape, 99))
+    return timed_ms(lambda: torch.autograd.grad(ty, ts, th, retain_graph=True), blocks)
+
+
+def _values(shapes, out_shape):
+    return [rand(s, n) for n, s in enumerate(shapes)], \
+        None if out_shape is None else rand(out_shape, 99)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side", choices=("neoflow", "torch"),
+                        help="time one side in this process and print JSON (internal)")
+    parser.add_argument("--blocks", type=int, default=BLOCKS)
+    parser.add_argument("--only", nargs="+", default=None, metavar="SUBSTRING",
+                        help="cases whose name contains one of these")
+    args = parser.parse_args(argv)
+    cases = {name: case for name, case in CASES.items()
+             if args.only is None or any(part in name for part in args.only)}
+    if args.side == "neoflow":
+        print(json.dumps({name: run_neoflow(*case, args.blocks) for name, case in cases.items()}))
+        return None
+    if args.side == "torch":
+        print(json.dumps({name: run_torch(theirs, shapes, args.blocks)
+                          for name, (_, theirs, shapes) in cases.items()}))
+        return None
+    common = ["--blocks", str(args.blocks)] + (["--only", *args.only] if args.only else [])
+    ours, theirs = (run_side(__file__, side, common) for side in ("neoflow", "torch"))
+    print(f"float32; each side alone in its own process with default threading; median of "
+          f"{args.blocks} blocks of {REPEATS} calls (blocks' range)\n")
     print("| op | flops bwd/fwd | NeoFlow backward (ms) | torch backward (ms) | torch / NeoFlow "
           "| max rel. err |")
     print("|---|---|---|---|---|---|")
-    for name, (ours, theirs, shapes) in CASES.items():
-        ratio, ours_s, torch_s, err = run(ours, theirs, shapes)
-        speed = torch_s / ours_s if ours_s > 0 else float("inf")
-        print(f"| {name} | {ratio:.2f} | {ours_s * 1e3:.2f} | {torch_s * 1e3:.2f} | "
-              f"{speed:.2f}x | {err:.1e} |", flush=True)
+    for name, (ratio, ms, low, high, err) in ours.items():
+        t_ms, t_low, t_high = theirs[name]
+        print(f"| {name} | {ratio:.2f} | {ms:.2f} ({low:.2f}-{high:.2f}) | {t_ms:.2f} "
+              f"({t_low:.2f}-{t_high:.2f}) | {t_ms / ms:.2f}x | {err:.1e} |", flush=True)
+    return ours, theirs
 
 
 if __name__ == "__main__":

@@ -1,39 +1,26 @@
-"""NeoFlow's default schedules against PyTorch eager, in one process, on 2 threads.
+"""NeoFlow's default schedules against PyTorch eager.
 
 Prints a markdown table: GFLOP/s for matmul and conv2d, GB/s (input read
-once + output written once) for softmax and the elementwise chain; each the
-median of repeated timed calls after a warm-up call. NeoFlow and torch calls
-alternate, so both see the same machine (it may be shared).
+once + output written once) for softmax and the elementwise chain. Each
+side runs alone in a process of its own with its default threading
+(`--side neoflow` / `--side torch`, neoflow.zoo.solo.run_side: never beside
+the other's OpenMP pool); a figure is the median of BLOCKS blocks' medians
+of REPEATS calls after a warm-up call, the blocks' range beside it.
 
     python bench/ops.py            # or: make bench
+    python bench/ops.py --blocks 2 --only matmul
 """
-import os
+import argparse
+import json
 
-os.environ["OMP_NUM_THREADS"] = "2"   # read when OpenMP starts: set before any import
+import numpy as np
+import torch
 
-import statistics  # noqa: E402
-import time  # noqa: E402
+import neoflow as nf
+from neoflow.zoo.solo import run_side, summarize, time_blocks
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-import neoflow as nf  # noqa: E402
-
-THREADS = 2
 REPEATS = 15
-
-
-def median_seconds(*calls):
-    """Median seconds of each (fn, args) in `calls`, timed in alternation."""
-    times = [[] for _ in calls]
-    for fn, args in calls:
-        fn(*args)
-    for _ in range(REPEATS):
-        for (fn, args), out in zip(calls, times):
-            start = time.perf_counter()
-            fn(*args)
-            out.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
+BLOCKS = 5
 
 
 def rand(*shape):
@@ -83,20 +70,48 @@ def chain():
             (torch.from_numpy(xv),), 2 * xv.nbytes, "GB/s")
 
 
-def main():
-    torch.set_num_threads(THREADS)
-    rows = []
-    for case in (matmul(512), matmul(1024), conv2d(1), conv2d(8), softmax(), chain()):
-        name, f, args, torch_fn, torch_args, work, unit = case
-        ours, theirs = (work / t / 1e9 for t in median_seconds((f, args),
-                                                               (torch_fn, torch_args)))
-        rows.append((name, f"{ours:.1f}", f"{theirs:.1f}", unit, f"{ours / theirs:.2f}"))
-    print(f"NeoFlow default schedules vs torch {torch.__version__} eager, {THREADS} threads, "
-          f"median of {REPEATS}\n")
+CASES = {"matmul": (lambda: matmul(512), lambda: matmul(1024)),
+         "conv2d": (lambda: conv2d(1), lambda: conv2d(8)),
+         "softmax": (softmax,), "chain": (chain,)}
+
+
+def time_side(side, blocks, only):
+    """{case name: [rate, low, high, unit]} of one side ("neoflow" or "torch")."""
+    out = {}
+    for group in only:
+        for make in CASES[group]:
+            name, f, args, torch_fn, torch_args, work, unit = make()
+            fn, fn_args = (f, args) if side == "neoflow" else (torch_fn, torch_args)
+            fn(*fn_args)
+            figure = summarize(time_blocks(lambda: fn(*fn_args), REPEATS, blocks))
+            low, high = figure["spread_ms"]
+            out[name] = [work / figure["median_ms"] / 1e6, work / high / 1e6, work / low / 1e6,
+                         unit]
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side", choices=("neoflow", "torch"),
+                        help="time one side in this process and print JSON (internal)")
+    parser.add_argument("--blocks", type=int, default=BLOCKS)
+    parser.add_argument("--only", nargs="+", default=list(CASES), choices=list(CASES))
+    args = parser.parse_args(argv)
+    if args.side:
+        print(json.dumps(time_side(args.side, args.blocks, args.only)))
+        return None
+    common = ["--blocks", str(args.blocks), "--only", *args.only]
+    ours, theirs = (run_side(__file__, side, common) for side in ("neoflow", "torch"))
+    print(f"NeoFlow default schedules vs torch {torch.__version__} eager, each side alone in "
+          f"its own process with default threading; median of {args.blocks} blocks of "
+          f"{REPEATS} calls (blocks' range)\n")
     print("| op | NeoFlow | torch | unit | NeoFlow / torch |")
     print("|---|---:|---:|---|---:|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    for name, (rate, low, high, unit) in ours.items():
+        t_rate, t_low, t_high, _ = theirs[name]
+        print(f"| {name} | {rate:.1f} ({low:.1f}-{high:.1f}) | {t_rate:.1f} ({t_low:.1f}-"
+              f"{t_high:.1f}) | {unit} | {rate / t_rate:.2f} |")
+    return ours, theirs
 
 
 if __name__ == "__main__":

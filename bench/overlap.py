@@ -4,8 +4,8 @@ with tuning "background", "ahead" and "off", and for PyTorch eager and
 torch.compile (their compile time included).
 
 Each (network, mode) runs in a fresh child process with an empty kernel
-cache and tuning database (NEOFLOW_CACHE_DIR in a temp folder), on 2
-threads (OMP_NUM_THREADS=2, torch.set_num_threads(2)), all from the same
+cache and tuning database (NEOFLOW_CACHE_DIR in a temp folder), with each
+framework's default threading (no OpenMP variable set), all from the same
 initial parameters and batches; MI-LSTM and LeNet run at reduced sizes
 (SIZES) so that a run takes minutes, not hours, on 2 cores. Every step's
 wall-clock time is recorded,
@@ -24,22 +24,18 @@ alternating blocks (compare_final).
     python bench/overlap.py --networks lltm --steps 2000 --budget 60
     python bench/overlap.py --repeats 3       # medians of 3 runs per mode
 """
+import argparse
+import json
 import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")   # read when OpenMP starts: set before any import
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-THREADS = 2
 NETWORKS = ("lltm", "milstm", "lenet")
 SIZES = {"milstm": dict(n_in=128, hidden=128), "lenet": dict(batch=16)}  # seconds, not minutes
 STEPS = {"lltm": 4000, "milstm": 800, "lenet": 1500}                      # per run, by default
@@ -128,7 +124,6 @@ def compare_final(network, databases, preset):
 def _run_torch(model, batches, mode, steps):
     import torch
     from neoflow.runtime.init import initial_value
-    torch.set_num_threads(THREADS)
     values = {name: initial_value(p, 0) for name, p in model.params.items()}
     data = [{k: torch.from_numpy(v) for k, v in b.items()} for b in batches]
     started = time.perf_counter()
@@ -170,7 +165,7 @@ def compare_child(network, databases, args, cache):
 
 
 def _child(command, args, cache):
-    env = dict(os.environ, NEOFLOW_CACHE_DIR=str(cache), OMP_NUM_THREADS=str(THREADS))
+    env = dict(os.environ, NEOFLOW_CACHE_DIR=str(cache))
     done = subprocess.run([sys.executable, __file__, *command, "--preset", args.preset],
                           env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -221,7 +216,7 @@ def markdown(results, finals, margins, args):
     sizes = "; ".join(f"{n}: {', '.join(f'{k}={v}' for k, v in kw.items())}"
                       for n, kw in SIZES.items() if n in results)
     lines.append(f"* SGD (momentum {MOMENTUM}), preset '{args.preset}' (changed: "
-                 f"{sizes or 'none'}), {THREADS} threads; NeoFlow tuning budget {args.budget:g} s, "
+                 f"{sizes or 'none'}), default threading; NeoFlow tuning budget {args.budget:g} s, "
                  f"at most {args.trials} trials per kernel, 1 tuner worker; every run starts "
                  "from an empty kernel cache and tuning database; wall time includes all "
                  f"compiling and tuning; {args.repeats} run(s) per mode, modes in turn (the order "

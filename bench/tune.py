@@ -1,12 +1,13 @@
-"""Tuned NeoFlow kernels against PyTorch, in one process.
+"""Tuned NeoFlow kernels against PyTorch.
 
 Tunes each workload with a stated budget (nf.tune into a database of its
-own), builds it with that database, then times NeoFlow and PyTorch calls in
-alternation (medians of repeated calls after a warm-up) and prints a
-markdown table with the issue's targets. The timing runs in BLOCKS blocks:
-on a shared machine the ratio drifts by 20% and more from one block of
-seconds to the next, so the table gives the median of the blocks' ratios
-and their range.
+own), then times each side alone in a process of its own with its default
+threading (`--side neoflow`: the tuned and the default build, alternating;
+`--side torch`; neoflow.zoo.solo.run_side) and prints a markdown table with
+the issue's targets. The timing runs in BLOCKS blocks: on a shared machine
+a figure drifts by 20% and more from one block of seconds to the next, so
+each side's figure is the median of its blocks' medians; the ratio's range
+pairs the sides' extreme blocks (the widest it can be).
 
 * fp32 GEMM 1024^3 and 2048x1024x1024 vs torch.mm         (target 80%)
 * ResNet-18 3x3 convolutions at batch 8 vs torch conv2d    (target 70%)
@@ -29,6 +30,7 @@ if "--threads" in sys.argv:   # read when OpenMP starts: set before any import
     os.environ["OMP_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -39,9 +41,10 @@ import torch.nn.functional as F  # noqa: E402
 
 import neoflow as nf  # noqa: E402
 from neoflow.graph.plan import plan_kernels  # noqa: E402
-from neoflow.tune import Database, detect
-from neoflow.zoo import workloads  # noqa: E402
+from neoflow.tune import Database, detect  # noqa: E402
 from neoflow.tune.prune import Pruner, prune_report  # noqa: E402
+from neoflow.zoo import workloads  # noqa: E402
+from neoflow.zoo.solo import run_side  # noqa: E402
 
 REPEATS = 31
 MIN_SECONDS = 3.0
@@ -142,9 +145,8 @@ def suites(only):
 
 def run_suites(args):
     db = Database(args.database)
-    print(f"hardware: {detect().describe()}; torch threads {torch.get_num_threads()}; "
-          f"database {db.path}", file=sys.stderr)
-    rows = []
+    print(f"hardware: {detect().describe()}; database {db.path}", file=sys.stderr)
+    tuned = []
     for suite, w, make_torch, target, unit in suites(args.only):
         kernels = {k.key for k in plan_kernels(w.outputs, w.inputs)[0]}
         seconds = args.minutes * 60 * len(kernels)
@@ -152,36 +154,56 @@ def run_suites(args):
         found = nf.tune(w.outputs, w.inputs, trials=args.trials, seconds=seconds, database=db,
                         seed=args.seed, progress=not args.quiet)
         records = found if isinstance(found, tuple) else (found,)
-        tuned_s = time.monotonic() - started
-        f = nf.build(w.outputs, w.inputs, database=db)
-        default = nf.build(w.outputs, w.inputs, database=False)
-        values = [rand(t.shape, n) if t.dtype == "float32" else np.zeros(t.shape, t.dtype)
-                  for n, t in enumerate(w.inputs)]
-        tvals = [torch.from_numpy(v) for v in values]
-        torch_fn = make_torch(*tvals)
-        blocks = [median_seconds(lambda: f(*values), lambda: default(*values), torch_fn)
-                  for _ in range(BLOCKS)]
-        t_nf, t_default, t_torch = (statistics.median(b[n] for b in blocks) for n in range(3))
-        ratios = sorted(b[2] / b[0] for b in blocks)
-        ratio = statistics.median(ratios)
-        work = nf.flops(w.outputs)
-        rows.append((suite, w.label, len(kernels), sum(r.trials for r in records), tuned_s,
-                     work / t_default / 1e9, work / t_nf / 1e9, work / t_torch / 1e9, ratio,
-                     (ratios[0], ratios[-1]), target, unit))
-        print(f"{w.label}: {ratio:.2f} {unit} (target {target:g}; blocks "
-              f"{', '.join(f'{r:.2f}' for r in ratios)})", file=sys.stderr)
+        tuned.append((len(kernels), sum(r.trials for r in records), time.monotonic() - started))
     db.close()
-    print(f"\nBudget: {args.minutes:g} min per kernel; {torch.get_num_threads()} thread(s)"
+    common = ["--only", ",".join(sorted(args.only)), "--database", args.database]
+    if args.threads:
+        common += ["--threads", str(args.threads)]
+    ours, theirs = (run_side(__file__, side, common) for side in ("neoflow", "torch"))
+    rows = []
+    for (suite, w, _, target, unit), (nk, trials, tuned_s) in zip(suites(args.only), tuned):
+        (t_nf, nf_low, nf_high), t_default = ours[w.label]
+        t_torch, torch_low, torch_high = theirs[w.label]
+        ratio, work = t_torch / t_nf, nf.flops(w.outputs)
+        rows.append((w.label, nk, trials, tuned_s, work / t_default / 1e9, work / t_nf / 1e9,
+                     work / t_torch / 1e9, ratio, (torch_low / nf_high, torch_high / nf_low),
+                     target, unit))
+        print(f"{w.label}: {ratio:.2f} {unit} (target {target:g})", file=sys.stderr)
+    threads = args.threads or "default"
+    print(f"\nBudget: {args.minutes:g} min per kernel; threads: {threads}, each side alone in "
+          f"its own process"
           f"{f', at most {args.trials} trials per computation' if args.trials else ''}; "
           f"{detect().describe()}\n")
     print("| workload | kernels | trials | tuning s | default GFLOP/s | tuned GFLOP/s | "
-          f"torch GFLOP/s | ratio (median of {BLOCKS} blocks) | blocks' range | target |")
+          f"torch GFLOP/s | ratio (medians of {BLOCKS} blocks) | range | target |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for (suite, label, nk, trials, secs, g_def, g_nf, g_torch, ratio, (low, high), target,
+    for (label, nk, trials, secs, g_def, g_nf, g_torch, ratio, (low, high), target,
          unit) in rows:
         ok = "met" if ratio >= target else "missed"
         print(f"| {label} | {nk} | {trials} | {secs:.0f} | {g_def:.1f} | {g_nf:.1f} | "
               f"{g_torch:.1f} | {ratio:.2f} {unit} | {low:.2f}-{high:.2f} | {target:g} ({ok}) |")
+
+
+def time_side(side, args):
+    """{workload label: figures} of one side, timed in this process:
+    neoflow [[tuned s, low, high], default s]; torch [s, low, high]."""
+    out = {}
+    for _, w, make_torch, _, _ in suites(args.only):
+        values = [rand(t.shape, n) if t.dtype == "float32" else np.zeros(t.shape, t.dtype)
+                  for n, t in enumerate(w.inputs)]
+        if side == "torch":
+            torch_fn = make_torch(*[torch.from_numpy(v) for v in values])
+            blocks = [median_seconds(torch_fn)[0] for _ in range(BLOCKS)]
+            out[w.label] = [statistics.median(blocks), min(blocks), max(blocks)]
+            continue
+        f = nf.build(w.outputs, w.inputs, database=args.database)
+        default = nf.build(w.outputs, w.inputs, database=False)
+        blocks = [median_seconds(lambda: f(*values), lambda: default(*values))
+                  for _ in range(BLOCKS)]
+        tuned_s = [b[0] for b in blocks]
+        out[w.label] = [[statistics.median(tuned_s), min(tuned_s), max(tuned_s)],
+                        statistics.median(b[1] for b in blocks)]
+    return out
 
 
 def prune_check(args):
@@ -231,10 +253,15 @@ def main(argv=None):
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for NeoFlow (OpenMP) and torch (default: all cores)")
+    parser.add_argument("--side", choices=("neoflow", "torch"),
+                        help="time one side in this process and print JSON (internal)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     args.only = set(args.only.split(","))
+    if args.side:
+        print(json.dumps(time_side(args.side, args)))
+        return
     if args.prune_check:
         args.trials = args.trials or 48
         prune_check(args)

@@ -3,9 +3,9 @@
 
 Importing this module (and the modules of the subcommands it parses for)
 neither imports torch nor loads a generated library, so a subcommand still
-controls OpenMP before it starts: `neoflow bench` sets OMP_NUM_THREADS=2 and
-OMP_WAIT_POLICY=PASSIVE first thing (neoflow.zoo.benchmark.pin_threads);
-keep new top-level imports here free of torch and of building.
+controls OpenMP before it starts (the benchmarks time each framework in a
+process of its own, zoo.solo); keep new top-level imports here free of
+torch and of building.
 
 Hands on: nothing; each subcommand calls the public API.
 """

@@ -17,8 +17,9 @@ comparable and nothing is left behind:
 * tuning="ahead": tune first (TUNING_SHARE of the budget), then train;
 * tuning="off": default schedules throughout.
 
-Then the PyTorch eager twin (same parameters, same batches) is timed in the
-same process, and the demo prints each run's time to first step, loss and
+Then the PyTorch eager twin (same network and sizes) is timed alone in a
+process of its own with its default threading (zoo.solo, the fair method:
+never beside NeoFlow's thread pool), and the demo prints each run's time to first step, loss and
 ms/step at the start and at the end, the final speed against PyTorch eager,
 and draws ms/step against wall-clock time for the three runs with PyTorch
 eager's ms/step as a line (`demo.png` in the output directory).
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .zoo.benchmark import pin_threads
+from .zoo.solo import run_alone
 
 SIZES = {"full": dict(batch=32, steps=8, n_in=64, hidden=256, classes=10),
          "quick": dict(batch=8, steps=4, n_in=16, hidden=32, classes=4)}
@@ -53,7 +54,6 @@ def run_demo(seconds=40.0, quick=False, out_dir="neoflow-demo", log=print):
     >>> sorted(report["runs"])
     ['ahead', 'background', 'off']
     """
-    pin_threads()
     import neoflow as nf
     from neoflow import zoo
     from neoflow.errors import require
@@ -73,13 +73,14 @@ def run_demo(seconds=40.0, quick=False, out_dir="neoflow-demo", log=print):
             model = zoo.get("milstm").build(**sizes)
             runs[mode], initial = _train(nf, model, mode, seconds, batches, initial,
                                          Path(scratch) / f"{mode}.sqlite", log)
-    eager_ms = _eager_ms(zoo.get("milstm").build(**sizes), initial, batches)
+    eager = run_alone("milstm", "eager", sizes=sizes, steps=2 * BATCHES, blocks=5)
+    eager_ms = eager["median_ms"]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     png = plot_step_times({m: r["history"] for m, r in runs.items()}, out / "demo.png",
                           lines={"PyTorch eager": eager_ms},
                           title=f"MI-LSTM {_describe(sizes)}: ms per training step")
-    _summary(runs, eager_ms, png, log)
+    _summary(runs, eager, png, log)
     return {"runs": runs, "eager_ms": eager_ms, "png": str(png)}
 
 
@@ -126,27 +127,13 @@ def _train(nf, model, mode, seconds, batches, initial, database, log):
     return run, initial
 
 
-def _eager_ms(model, initial, batches):
-    """Median ms per PyTorch eager training step of the twin (same parameters and batches)."""
-    import torch
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    twin = model.torch_model(initial)
-    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=0.9)
-    tensors = [{k: torch.from_numpy(v) for k, v in b.items()} for b in batches]
-    times = []
-    for n in range(3 * len(batches)):
-        start = time.perf_counter()
-        opt.zero_grad()
-        twin(tensors[n % len(tensors)]).backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times[len(batches):])
-
-
-def _summary(runs, eager_ms, png, log):
+def _summary(runs, eager, png, log):
     best = min(runs, key=lambda m: runs[m]["ms_end"])
+    eager_ms, (low, high) = eager["median_ms"], eager["spread_ms"]
     log("")
-    log(f"PyTorch eager: {eager_ms:.2f} ms/step (same network, same batches, this process)")
+    log(f"PyTorch eager: {eager_ms:.2f} ms/step (range {low:.2f}-{high:.2f} over "
+        f"{len(eager['block_ms'])} blocks; same network, timed alone in its own process "
+        "with default threading)")
     for mode, r in runs.items():
         log(f"NeoFlow {mode:>10}: {r['ms_end']:.2f} ms/step at the end = "
             f"{eager_ms / r['ms_end']:.2f}x PyTorch eager")

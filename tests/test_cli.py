@@ -31,21 +31,26 @@ def test_demo_trains_under_each_tuning_mode_and_draws_the_plot(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 1000
 
 
-def test_bench_writes_the_report_with_passive_openmp(tmp_path):
+def test_bench_times_each_framework_alone_with_default_threading(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     out = _neoflow("bench", "--networks", "lltm", "--preset", "small", "--steps", "2",
-                   "--no-compile", "--out", str(tmp_path), env=env)
+                   "--blocks", "3", "--no-compile", "--out", str(tmp_path), env=env)
     assert out.returncode == 0, out.stderr
     assert "[bench] lltm ..." in out.stdout
     table = (tmp_path / "networks.md").read_text()
     assert table.startswith("| network | kind |") and "| lltm | novel |" in table
     assert "| n/a |" in table and "geometric mean, novel (1 networks)" in table
+    assert "each framework timed alone in its own process" in table
+    assert "OMP_WAIT_POLICY=None" in table and "interleaved PASSIVE" not in table
     assert table in out.stdout
     assert (tmp_path / "networks.png").read_bytes().startswith(b"\x89PNG")
     report = json.loads((tmp_path / "networks.json").read_text())
-    assert report["rows"][0]["parity"] is True
+    row = report["rows"][0]
+    assert row["parity"] is True
+    low, high = row["nf_spread_ms"]
+    assert low <= row["nf_ms"] <= high and "eager_spread_ms" in row
     assert (report["environment"]["omp_num_threads"],
-            report["environment"]["omp_wait_policy"]) == ("2", "PASSIVE")
+            report["environment"]["omp_wait_policy"]) == (None, None)
     assert f"written: {tmp_path / 'networks.md'}" in out.stdout
 
 
@@ -64,8 +69,6 @@ def test_bench_reports_a_trainer_error_cleanly(monkeypatch, tmp_path, capsys):
     def failing_trainer(*args, tuning, **kwargs):
         raise NeoFlowError(f"Trainer: tuning={tuning!r} is not available here")
     monkeypatch.setattr(benchmark, "Trainer", failing_trainer)
-    for key, value in benchmark.THREAD_ENV.items():     # restored after the test
-        monkeypatch.setenv(key, value)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "--networks", "lltm", "--preset", "small", "--no-compile",
                   "--tuning", "ahead", "--out", str(tmp_path)])
@@ -75,7 +78,7 @@ def test_bench_reports_a_trainer_error_cleanly(monkeypatch, tmp_path, capsys):
 
 
 def test_importing_the_cli_leaves_openmp_unstarted():
-    # `neoflow bench` sets OMP_* before torch or a generated library loads OpenMP
+    # a subcommand (or a benchmark's child process) controls OpenMP before it starts
     code = "import sys, neoflow.cli; print(sorted({'torch', 'matplotlib'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)

@@ -1,30 +1,24 @@
 """zoo/benchmark: the zoo's networks trained by nf.Trainer against their
 PyTorch twins, eager and under torch.compile (issue 8).
 
-Per network, in one process on THREADS threads, all from the same initial
-parameters:
+Per network, all from the same initial parameters:
   * parity: PARITY_STEPS SGD steps (momentum 0.9) of NeoFlow and of PyTorch
     eager on the same batches; the largest relative difference of the
     losses, and a pass mark when it is within PARITY_RTOL; next to it the
     same difference between eager float32 and eager float64 ("fp32 noise":
     where it is large, the network amplifies float32 rounding and no float32
     run can match to PARITY_RTOL);
-  * speed: the median ms per training step (forward, backward, update) of
-    NeoFlow, PyTorch eager and torch.compile on one batch; NeoFlow's build
-    time (Trainer construction) and torch.compile's compile time (its first
-    step) apart; the parity steps warm NeoFlow and eager up, torch.compile
-    gets WARMUP_STEPS more steps before it is timed. The timed steps are
-    interleaved (one of each framework in turn), so that load from other
-    processes hits all three alike. A torch.compile failure is reported in
-    its cells instead of stopping the run.
-
-Threads: `pin_threads()` sets OMP_NUM_THREADS=2 and OMP_WAIT_POLICY=PASSIVE
-(unless already set). OpenMP runtimes read them once, when they load --
-torch's on `import torch`, NeoFlow's with the first generated library -- so
-it must run before either; `neoflow bench` and bench/networks.py call it
-first thing. PASSIVE matters: both frameworks keep an OpenMP thread pool,
-and spinning idle threads of one steal the cores of the other while their
-steps are timed in turn.
+  * speed: the ms per training step (forward, backward, update) of NeoFlow,
+    PyTorch eager and torch.compile on one batch, each framework timed alone
+    in a process of its own with its default threading (zoo.solo: the median
+    of `blocks` blocks' medians of `steps` steps, with the blocks' range);
+    with `interleaved=True` also the old figure beside it, labelled: the
+    three in one process under OMP_WAIT_POLICY=PASSIVE, one step of each in
+    turn (PASSIVE slows PyTorch's small kernels about 2x here, so it
+    flatters NeoFlow). NeoFlow's build time (Trainer construction, cold in
+    this process) and torch.compile's compile time (its first step, in its
+    timing process) apart. A torch.compile failure is reported in its cells
+    instead of stopping the run.
 
 torch (and matplotlib, for the plot) are optional dependencies of NeoFlow:
 they are imported when a benchmark runs, and their absence raises
@@ -35,7 +29,6 @@ zoo.report, which writes networks.md / .png / .json.
 """
 import os
 import platform
-import statistics
 import time
 from pathlib import Path
 
@@ -47,26 +40,14 @@ from ..optim import SGD
 from ..runtime import Trainer
 from . import NETWORKS, get
 from .report import geomeans, markdown, row_summary, write_report
+from .solo import LR, MOMENTUM, run_alone, run_interleaved
 
-THREADS = 2
-THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "OMP_WAIT_POLICY": "PASSIVE"}
 PARITY_STEPS = 5
 PARITY_RTOL = 1e-4
-WARMUP_STEPS = 3      # torch.compile's steps after its first before timing (lazy work settles)
-LR, MOMENTUM = 0.01, 0.9
+BLOCKS = 5
+
 QUICK = ("lltm", "sublstm", "scrnn", "transformer", "lenet", "shufflenet")
 TUNING = ("off", "background", "ahead")
-
-
-def pin_threads():
-    """Set THREAD_ENV's OpenMP variables where the environment has none;
-    returns the values in effect. Call it before torch is imported and
-    before NeoFlow loads a generated library (OpenMP reads them then).
-
-    >>> pin_threads()
-    {'OMP_NUM_THREADS': '2', 'OMP_WAIT_POLICY': 'PASSIVE'}
-    """
-    return {key: os.environ.setdefault(key, value) for key, value in THREAD_ENV.items()}
 
 
 def network_names(chosen):
@@ -86,37 +67,44 @@ def network_names(chosen):
 
 
 def run_bench(networks=QUICK, steps=10, out_dir="neoflow-bench", preset="default",
-              torch_compile=True, tuning="off", log=print):
-    """Benchmark `networks` (zoo names) with `steps` timed steps per framework
-    (NeoFlow's Trainer with `tuning`); write networks.md, networks.png and
-    networks.json under `out_dir` and return the report {"rows", "geomeans",
-    "environment", "markdown", "files", ...}.
+              torch_compile=True, tuning="off", log=print, blocks=BLOCKS, interleaved=False):
+    """Benchmark `networks` (zoo names), each framework alone in its own
+    process, `blocks` blocks of `steps` timed steps (NeoFlow's Trainer with
+    `tuning`; `interleaved`: also the labelled PASSIVE figure); write
+    networks.md, networks.png and networks.json under `out_dir` and return
+    the report {"rows", "geomeans", "environment", "markdown", "files", ...}.
 
     >>> report = run_bench(["lltm"], steps=3, out_dir="/tmp/nf-bench", preset="small")
     >>> report["rows"][0]["parity"]
     True
     """
-    if steps < 1:
-        raise InputError(f"steps must be at least 1, got {steps}")
+    if steps < 1 or blocks < 1:
+        raise InputError(f"steps and blocks must be at least 1, got {steps} and {blocks}")
     names = network_names(networks)
-    torch = _torch()
+    _torch()
     require("matplotlib", "pip install matplotlib", "the zoo benchmark's plot")
-    torch.set_num_threads(THREADS)
     rows = []
     for name in names:
         log(f"[bench] {name} ...")
-        rows.append(bench_network(get(name), steps, preset, torch_compile, tuning))
+        rows.append(bench_network(get(name), steps, preset, torch_compile, tuning, blocks,
+                                  interleaved))
         log(f"[bench] {name}: {row_summary(rows[-1])}")
     report = {"rows": rows, "geomeans": geomeans(rows), "environment": environment(),
-              "preset": preset, "steps": steps, "tuning": tuning,
-              "parity_steps": PARITY_STEPS, "parity_rtol": PARITY_RTOL}
+              "preset": preset, "steps": steps, "blocks": blocks, "tuning": tuning,
+              "interleaved": interleaved, "parity_steps": PARITY_STEPS,
+              "parity_rtol": PARITY_RTOL}
     report["markdown"] = markdown(report)
     write_report(report, Path(out_dir))
     return report
 
 
-def bench_network(net, steps, preset="default", torch_compile=True, tuning="off"):
-    """One row of the report for the zoo `Network` `net`.
+FIGURES = {"neoflow": "nf", "eager": "eager", "compile": "compile"}   # framework: row key prefix
+
+
+def bench_network(net, steps, preset="default", torch_compile=True, tuning="off",
+                  blocks=BLOCKS, interleaved=False):
+    """One row of the report for the zoo `Network` `net`: parity in this
+    process, then each framework's speed alone in its own (zoo.solo).
 
     >>> bench_network(zoo.get("lltm"), 3, "small", torch_compile=False)["parity"]
     True
@@ -135,44 +123,49 @@ def bench_network(net, steps, preset="default", torch_compile=True, tuning="off"
         initial = trainer.parameters()
         ours = [trainer.step(b) for b in batches]
         row["kernels"] = trainer.stats()["kernels"]
-        eager = _torch_step(model, initial, compiled=False)
-        theirs = [eager(b) for b in torch_batches]
-        exact = _torch_step(model, _float64(initial), compiled=False)
-        reference = [exact(_float64(b)) for b in torch_batches]
-        row["parity_rel"] = _max_rel(ours, theirs)
-        row["parity"] = bool(row["parity_rel"] <= PARITY_RTOL)
-        row["fp32_noise_rel"] = _max_rel(theirs, reference)
-        timed = {"nf_ms": lambda: trainer.step(batches[0]),
-                 "eager_ms": lambda: eager(torch_batches[0])}
-        if torch_compile:
-            try:
-                compiled = _torch_step(model, initial, compiled=True)
-                started = time.perf_counter()
-                compiled(torch_batches[0])
-                row["compile_s"] = time.perf_counter() - started
-                for _ in range(WARMUP_STEPS):
-                    compiled(torch_batches[0])
-                timed["compile_ms"] = lambda: compiled(torch_batches[0])
-            except Exception as e:  # noqa: BLE001 -- any failure is reported, not fatal
-                row["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:60]}"
-        row.update(interleaved_median_ms(timed, steps))
+    eager = _torch_step(model, initial)
+    theirs = [eager(b) for b in torch_batches]
+    exact = _torch_step(model, _float64(initial))
+    reference = [exact(_float64(b)) for b in torch_batches]
+    row["parity_rel"] = _max_rel(ours, theirs)
+    row["parity"] = bool(row["parity_rel"] <= PARITY_RTOL)
+    row["fp32_noise_rel"] = _max_rel(theirs, reference)
+
+    frameworks = ["neoflow", "eager"] + (["compile"] if torch_compile else [])
+    timing = dict(preset=preset, steps=steps, blocks=blocks, tuning=tuning)
+    for fw in frameworks:
+        try:
+            _record(row, FIGURES[fw], run_alone(net.name, fw, **timing))
+        except RuntimeError as e:
+            if fw != "compile":
+                raise
+            row["compile_error"] = str(e).split(": ", 1)[-1][:60]
+    if interleaved:
+        for fw, figure in run_interleaved(net.name, frameworks, **timing).items():
+            row[f"passive_{FIGURES[fw]}_ms"] = figure["median_ms"]
     return row
+
+
+def _record(row, key, figure):
+    """Put one framework's solo figure into the row: ms, spread, set-up time."""
+    row[f"{key}_ms"], row[f"{key}_spread_ms"] = figure["median_ms"], figure["spread_ms"]
+    if key == "compile":
+        row["compile_s"] = figure["setup_s"]
 
 
 def _torch():
     return require("torch", "pip install torch", "the zoo benchmark")
 
 
-def _torch_step(model, values, compiled):
-    """A function running one PyTorch training step on a batch; returns the loss."""
+def _torch_step(model, values):
+    """A function running one PyTorch eager training step on a batch; returns the loss."""
     torch = _torch()
     twin = model.torch_model(values)
-    forward = torch.compile(twin, dynamic=False) if compiled else twin
     opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
 
     def step(batch):
         opt.zero_grad()
-        loss = forward(batch)
+        loss = twin(batch)
         loss.backward()
         opt.step()
         return loss.item()
@@ -191,22 +184,6 @@ def _max_rel(values, reference):
     return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(values, reference))
 
 
-def interleaved_median_ms(fns, steps):
-    """{key: median ms} of `steps` calls of each function in `fns`, taken in
-    turn, so that load from elsewhere on the machine hits all of them alike.
-
-    >>> interleaved_median_ms({"noop": lambda: None}, 3)["noop"] < 1.0
-    True
-    """
-    times = {key: [] for key in fns}
-    for _ in range(steps):
-        for key, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - start)
-    return {key: statistics.median(ts) * 1e3 for key, ts in times.items()}
-
-
 def sizes_text(sizes):
     """A network's scalar sizes as one line of text.
 
@@ -217,11 +194,13 @@ def sizes_text(sizes):
 
 
 def environment():
-    """Versions, machine facts and the OpenMP settings, printed under the table.
+    """Versions, machine facts and the OpenMP variables found (None: the
+    frameworks' defaults, the fair setting), printed under the table.
 
-    >>> environment()["threads"]
-    2
+    >>> environment()["cores"] == os.cpu_count()
+    True
     """
-    return {"neoflow": __version__, "torch": _torch().__version__, "threads": THREADS,
+    return {"neoflow": __version__, "torch": _torch().__version__,
             "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            **{key.lower(): os.environ.get(key) for key in THREAD_ENV}}
+            **{key.lower(): os.environ.get(key) for key in ("OMP_NUM_THREADS",
+                                                            "OMP_WAIT_POLICY")}}

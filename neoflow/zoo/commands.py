@@ -8,14 +8,14 @@ stdout; the report files in the output directory.
 import functools
 
 from . import NETWORKS
-from .benchmark import PARITY_STEPS, QUICK, THREADS, TUNING, network_names, pin_threads, run_bench
+from .benchmark import BLOCKS, PARITY_STEPS, QUICK, TUNING, network_names, run_bench
 
 DEFAULT_OUT = "neoflow-bench"
 HELP = ("train the zoo's networks with NeoFlow, PyTorch eager and torch.compile; write a "
         "markdown table and a plot of the speed-ups")
-DESCRIPTION = (f"Train zoo networks with nf.Trainer, PyTorch eager and torch.compile on "
-               f"{THREADS} threads; report ms per step, speed-ups, geometric means and loss "
-               f"parity over {PARITY_STEPS} steps. Writes networks.md, networks.png and "
+DESCRIPTION = (f"Train zoo networks with nf.Trainer, PyTorch eager and torch.compile, each "
+               f"timed alone in its own process with default threading; report ms per step, "
+               f"speed-ups, geometric means and loss parity over {PARITY_STEPS} steps. Writes networks.md, networks.png and "
                f"networks.json to --out (default ./{DEFAULT_OUT}/). Needs torch and "
                "matplotlib.")
 
@@ -33,7 +33,13 @@ def add_bench_arguments(parser, default_out=DEFAULT_OUT):
     parser.add_argument("--preset", default="default", choices=("default", "small"),
                         help="the zoo's benchmark sizes (default) or its tiny test sizes")
     parser.add_argument("--steps", type=int, default=10,
-                        help="timed steps per framework; the median is reported (default 10)")
+                        help="timed steps per block (default 10)")
+    parser.add_argument("--blocks", type=int, default=BLOCKS,
+                        help=f"blocks of timed steps; the median of the blocks' medians is "
+                        f"reported with their range (default {BLOCKS})")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="also time the frameworks interleaved in one process under "
+                        "OMP_WAIT_POLICY=PASSIVE (labelled; it flatters NeoFlow)")
     parser.add_argument("--out", default=str(default_out),
                         help="directory for networks.md (table), networks.png (plot) and "
                         f"networks.json (everything measured); default: {default_out}")
@@ -45,14 +51,14 @@ def add_bench_arguments(parser, default_out=DEFAULT_OUT):
 
 
 def run_bench_command(args):
-    """Pin the OpenMP threads, run the benchmark with progress per network,
-    print the table and the paths written; returns the report.
+    """Run the benchmark with progress per network, print the table and the
+    paths written; returns the report.
 
     >>> run_bench_command(parser.parse_args(["bench", "--networks", "lltm"]))  # doctest: +SKIP
     """
-    pin_threads()
     report = run_bench(network_names(args.networks), args.steps, args.out, args.preset,
-                       not args.no_compile, args.tuning, log=functools.partial(print, flush=True))
+                       not args.no_compile, args.tuning, log=functools.partial(print, flush=True),
+                       blocks=args.blocks, interleaved=args.interleaved)
     print(report["markdown"])
     print("written:", ", ".join(report["files"].values()))
     return report

@@ -72,19 +72,25 @@ def markdown(report):
 
     >>> print(markdown(run_bench(["lltm"], preset="small")))        # doctest: +SKIP
     """
+    passive = report.get("interleaved", False)
     head = ("network", "kind", "sizes", "NeoFlow ms", "eager ms", "compile ms", "x eager",
-            "x compile", "NeoFlow build s", "compile s", "kernels",
+            "x compile") + (("interleaved PASSIVE x eager", "x compile") if passive else ()) + (
+            "NeoFlow build s", "compile s", "kernels",
             f"parity ({report['parity_steps']} steps)", "fp32 noise")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report["rows"]:
         vs_eager, vs_compile = speedups(r)
         failed = r.get("compile_error")
-        cells = (r["network"], r["kind"], r["sizes"], f"{r['nf_ms']:.2f}", f"{r['eager_ms']:.2f}",
-                 f"failed ({failed})" if failed else _maybe(r.get("compile_ms"), "{:.2f}"),
-                 f"{vs_eager:.2f}x", _maybe(vs_compile, "{:.2f}x"), f"{r['nf_build_s']:.1f}",
-                 _maybe(r.get("compile_s"), "{:.1f}"), r["kernels"],
-                 f"{'yes' if r['parity'] else 'NO'} ({r['parity_rel']:.1e})",
-                 f"{r['fp32_noise_rel']:.1e}")
+        cells = (r["network"], r["kind"], r["sizes"], _ms(r, "nf"), _ms(r, "eager"),
+                 f"failed ({failed})" if failed else _ms(r, "compile"),
+                 f"{vs_eager:.2f}x", _maybe(vs_compile, "{:.2f}x"))
+        if passive:
+            cells += tuple(_maybe(r[f"passive_{k}_ms"] / r["passive_nf_ms"]
+                                  if f"passive_{k}_ms" in r else None, "{:.2f}x")
+                           for k in ("eager", "compile"))
+        cells += (f"{r['nf_build_s']:.1f}", _maybe(r.get("compile_s"), "{:.1f}"), r["kernels"],
+                  f"{'yes' if r['parity'] else 'NO'} ({r['parity_rel']:.1e})",
+                  f"{r['fp32_noise_rel']:.1e}")
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append("")
     for group, g in report["geomeans"].items():
@@ -92,15 +98,29 @@ def markdown(report):
                      f"{g['eager']:.2f}x vs eager, "
                      f"{_maybe(g['compile'], '{:.2f}x')} vs torch.compile")
     env = report["environment"]
-    lines.append(f"* {report['steps']} timed steps per framework (median), preset "
-                 f"'{report['preset']}', NeoFlow {env['neoflow']} (tuning "
-                 f"{report['tuning']}), torch {env['torch']}, {env['threads']} threads on "
-                 f"{env['cores']} cores; "
-                 f"parity: largest relative loss difference to eager over "
+    lines.append(f"* speed: each framework timed alone in its own process with its default "
+                 f"threading (OMP_NUM_THREADS={env['omp_num_threads']}, "
+                 f"OMP_WAIT_POLICY={env['omp_wait_policy']}); ms is the median of "
+                 f"{report['blocks']} blocks' medians of {report['steps']} steps, the blocks' "
+                 f"range in brackets; preset '{report['preset']}', NeoFlow {env['neoflow']} "
+                 f"(tuning {report['tuning']}), torch {env['torch']}, {env['cores']} cores")
+    if passive:
+        lines.append("* interleaved PASSIVE: the three frameworks in one process under "
+                     "OMP_WAIT_POLICY=PASSIVE, OMP_NUM_THREADS=2, one step of each in turn "
+                     "(PASSIVE slows PyTorch's small kernels; this figure flatters NeoFlow)")
+    lines.append(f"* parity: largest relative loss difference to eager over "
                  f"{report['parity_steps']} SGD steps, pass at {report['parity_rtol']:g}; "
                  "fp32 noise: the same for eager float32 against eager float64 (how far "
                  "float32 rounding alone moves the losses of this network)")
     return "\n".join(lines) + "\n"
+
+
+def _ms(row, key):
+    """A framework's ms with its blocks' range, "n/a" when it was not timed."""
+    if f"{key}_ms" not in row:
+        return "n/a"
+    low, high = row.get(f"{key}_spread_ms", (row[f"{key}_ms"],) * 2)
+    return f"{row[f'{key}_ms']:.2f} ({low:.2f}-{high:.2f})"
 
 
 def _maybe(value, fmt):
@@ -148,8 +168,7 @@ def plot(report, path):
     ax.set_ylabel("training-step speed-up of NeoFlow")
     means = "; ".join(f"{g}: {v['eager']:.2f}x eager, {_maybe(v['compile'], '{:.2f}x')} compile"
                       for g, v in report["geomeans"].items() if g != "all")
-    threads = report["environment"]["threads"]
-    ax.set_title(f"NeoFlow (tuning {report['tuning']}) vs PyTorch, {threads} threads\n"
+    ax.set_title(f"NeoFlow (tuning {report['tuning']}) vs PyTorch, each alone, default threads\n"
                  f"geometric means: {means}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()

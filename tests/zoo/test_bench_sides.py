@@ -1,0 +1,22 @@
+"""bench/ops.py and bench/grad.py end to end at tiny settings (so the scripts
+cannot rot): each side is timed in a process of its own (--side), and the
+table pairs the two sides' figures."""
+from bench_scripts import load_bench_script
+
+
+def test_ops_times_each_side_alone_and_pairs_them(capsys):
+    ours, theirs = load_bench_script("ops").main(["--blocks", "1", "--only", "softmax"])
+    [name] = ours
+    assert name.startswith("softmax") and set(theirs) == {name}
+    rate, low, high, unit = ours[name]
+    assert low <= rate <= high and unit == "GB/s"
+    out = capsys.readouterr().out
+    assert "each side alone in its own process" in out and f"| {name} |" in out
+
+
+def test_grad_times_each_side_alone_and_checks_the_gradient(capsys):
+    ours, theirs = load_bench_script("grad").main(["--blocks", "1", "--only", "softmax"])
+    [(name, (ratio, ms, low, high, err))] = ours.items()
+    assert ratio > 1 and low <= ms <= high and err < 1e-5
+    assert theirs[name][0] > 0
+    assert "each side alone in its own process" in capsys.readouterr().out
