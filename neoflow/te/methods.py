@@ -14,10 +14,11 @@ import numbers
 from ..errors import ExpressionError, ShapeError
 
 
-def is_view_index(indices):
+def is_view_index(indices, ndim):
     """Whether a tuple given to `t[...]` asks for a view: only Python ints,
-    slices, None and ..., with at least one of the last three."""
-    view = False
+    slices, None and ..., with at least one of the last three, or fewer ints
+    than `ndim` (torch's t[2]: the rest of the dimensions)."""
+    view = len(indices) < ndim
     for x in indices:
         if x is None or x is Ellipsis or isinstance(x, slice):
             view = True

@@ -67,7 +67,7 @@ class Tensor:
     def __getitem__(self, indices):
         if not isinstance(indices, tuple):
             indices = (indices,)
-        if methods.is_view_index(indices):
+        if methods.is_view_index(indices, self.ndim):
             return methods.view(self, indices)
         if len(indices) != self.ndim:
             raise ShapeError(
