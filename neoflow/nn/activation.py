@@ -12,7 +12,7 @@ import numbers
 
 from .. import te
 from ..errors import NeoFlowError, ShapeError
-from .common import cast_tensor, check_float, check_same_dtype, norm_dim, reject
+from .common import cast_tensor, check_float, check_same_dtype, check_tensor, norm_dim, reject
 from .reduce import reduce_over
 
 __all__ = ["relu", "gelu", "elu", "sigmoid", "tanh", "softmax", "log_softmax", "silu", "mish",
@@ -255,6 +255,7 @@ def prelu(input, weight):
     (4, 5)
     """
     x = check_float(input, "prelu", "input")
+    check_tensor(weight, "prelu", "weight")
     check_same_dtype("prelu", "input", x, weight=weight)
     channels = x.shape[1] if x.ndim >= 2 else 1
     if weight.ndim != 1 or weight.shape[0] not in (1, channels):

@@ -107,9 +107,10 @@ def test_unary_gradients_match_torch(name):
     fn, ref = UNARY[name]
     shape = (7, 33)
     if name == "log1p":   # domain x > -1
-        build, tfn = (lambda x: nf.nn.sigmoid(x) * 3.0 - 0.9), (lambda x: torch.sigmoid(x) * 3 - 0.9)
+        build = lambda x: nf.nn.sigmoid(x) * 3.0 - 0.9        # noqa: E731
+        tfn = lambda x: torch.sigmoid(x) * 3 - 0.9            # noqa: E731
     else:
-        build, tfn = (lambda x: x * 3.0), (lambda x: x * 3.0)
+        build = tfn = lambda x: x * 3.0                       # noqa: E731
     check_torch(lambda x: nf.compute(shape, lambda i, j: fn(build(x)[i, j]) * x[i, j]),
                 lambda x: ref(tfn(x)) * x, [Spec(shape)], "float64")
 
