@@ -6,7 +6,8 @@ differentiated: each branch's adjoint carries the condition under which it
 was selected (the condition list travels with the adjoint and becomes a
 reduction's `where=` or a guard later). The rules follow PyTorch's
 derivative formulas, ties included (`maximum`/`minimum` split the gradient
-evenly on ties; `abs` has gradient 0 at 0; `floor` has gradient 0).
+evenly on ties; `abs` has gradient 0 at 0; the step functions `floor`, `ceil`, `round` and
+`sign` have gradient 0).
 
 Hands on: for every read of a float tensor, its adjoint expression and the
 conditions under which it applies.
@@ -55,6 +56,7 @@ def partials(root, seed, value_of):
     return out
 
 
+_STEPS = ("floor", "ceil", "round", "sign", "not")   # gradient 0 almost everywhere (torch)
 _NOT = object()  # marks the `else` branch of a where: its condition, negated
 
 
@@ -81,7 +83,7 @@ def _unary(node, a, value_of):
     x, op = node.a, node.op
     if op == "neg":
         return neg(a)
-    if op in ("floor", "not"):
+    if op in _STEPS:
         return None
     v = value_of(node)
     if op == "exp":
@@ -100,6 +102,14 @@ def _unary(node, a, value_of):
         return Select(x > _c(0, x), a, Select(x < _c(0, x), neg(a), zero(a.dtype)))
     if op == "erf":
         return a * _c(2 / math.sqrt(math.pi), x) * Unary("exp", neg(x * x), x.dtype)
+    if op == "log1p":
+        return a / (x + _c(1, x))
+    if op == "expm1":
+        return a * (v + _c(1, v))
+    if op == "sin":
+        return a * Unary("cos", x, x.dtype)
+    if op == "cos":
+        return neg(a * Unary("sin", x, x.dtype))
     raise AssertionError(f"no derivative rule for {op}")
 
 

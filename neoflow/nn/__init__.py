@@ -11,14 +11,21 @@ NeoFlowError; nothing falls back to NumPy or PyTorch.
 (8, 4, 7, 7)
 """
 from .activation import elu, gelu, log_softmax, relu, sigmoid, softmax, tanh
+from .activation import (celu, hardsigmoid, hardswish, hardtanh, leaky_relu, logsigmoid, mish,
+                         prelu, relu6, selu, silu, softplus)
+from .einsum import einsum
 from .conv import conv1d, conv2d
 from .embedding import embedding
 from .linear import batch_matmul, dense, matmul
 from .loss import cross_entropy, mse_loss
+from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,
+                   l1_loss, nll_loss, smooth_l1_loss)
 from .norm import (batch_norm, batch_norm_running_stats, batch_norm_stats, layer_norm,
                    state_updates)
 from .pool import avg_pool2d, max_pool2d
 from .reduce import amax, amin, mean, sum, var
+from .reduce import logsumexp
+from .norm import group_norm, instance_norm, rms_norm
 from .shape import (concat, flatten, narrow, pad, permute, pixel_shuffle, reshape, slice,
                     split, transpose)
 
@@ -28,3 +35,8 @@ __all__ = ["dense", "matmul", "batch_matmul", "conv1d", "conv2d", "max_pool2d", 
            "embedding", "reshape", "flatten", "transpose", "permute", "concat", "split",
            "narrow", "slice", "pad", "pixel_shuffle", "sum", "mean", "var", "amax", "amin",
            "cross_entropy", "mse_loss"]
+__all__ += ["silu", "mish", "softplus", "leaky_relu", "hardtanh", "hardsigmoid", "hardswish",
+            "logsigmoid", "relu6", "selu", "celu", "prelu", "group_norm", "rms_norm",
+            "instance_norm", "nll_loss", "binary_cross_entropy",
+            "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "l1_loss",
+            "kl_div", "logsumexp", "einsum"]

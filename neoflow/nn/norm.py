@@ -1,5 +1,6 @@
 """Normalisation: batch_norm (training statistics or running statistics),
-its running-statistics update for the trainer, and layer_norm.
+its running-statistics update for the trainer, layer_norm, group_norm,
+instance_norm and rms_norm.
 
 Each is several computes — mean, variance (two-pass, biased), normalise —
 that the partitioner later fuses.
@@ -10,14 +11,17 @@ Hands on: compute Tensors; a training batch_norm output carries
 """
 import numbers
 
+import numpy as np
+
 from .. import te
 from ..errors import NeoFlowError, ShapeError
+from ..te import dtype as dt
 from ..te.visit import topo_tensors
-from .common import check_float, check_same_dtype
-from .reduce import count, moments
+from .common import check_float, check_same_dtype, is_int, reject
+from .reduce import count, moments, reduce_over
 
 __all__ = ["batch_norm", "batch_norm_stats", "batch_norm_running_stats", "layer_norm",
-           "state_updates"]
+           "state_updates", "group_norm", "instance_norm", "rms_norm"]
 
 
 def batch_norm_stats(input):
@@ -115,25 +119,130 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """
     op = "layer_norm"
     x = check_float(input, op, "input")
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-    if not isinstance(shape, (tuple, list)) or not shape \
-            or not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
-        raise NeoFlowError(f"layer_norm: normalized_shape must be an int or a non-empty "
-                           f"tuple of ints, got {normalized_shape!r}")
-    shape = tuple(shape)
+    shape = _normalized_shape(op, x, normalized_shape)
     nd = len(shape)
-    if x.ndim < nd or x.shape[x.ndim - nd:] != shape:
-        raise ShapeError(f"layer_norm: input '{x.name}' has shape {x.shape}, whose last {nd} "
-                         f"dimension(s) should be normalized_shape {shape}")
-    check_same_dtype(op, "input", x, weight=weight, bias=bias)
-    for what, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != shape:
-            raise ShapeError(f"layer_norm: {what} '{t.name}' has shape {t.shape}, expected "
-                             f"normalized_shape {shape}")
+    _check_affine(op, x, shape, "normalized_shape", weight=weight, bias=bias)
     lead = x.ndim - nd
     mean, var = moments(x, tuple(range(lead, x.ndim)), False, 0, "layer_norm")
     return _normalise(x, lambda i: i[:lead], mean, var, weight, bias, lambda i: i[lead:], eps,
                       "layer_norm")
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """F.group_norm: input (N, C, *) normalised per sample over each group of
+    C / num_groups channels (and every spatial position), biased variance;
+    weight and bias are per channel (C,).
+
+    >>> x = nf.placeholder((2, 6, 5, 5), name="x")
+    >>> nf.nn.group_norm(x, 3).shape
+    (2, 6, 5, 5)
+    """
+    op = "group_norm"
+    x = check_float(input, op, "input")
+    if x.ndim < 2:
+        raise ShapeError(f"group_norm: input '{x.name}' must have at least 2 dimensions "
+                         f"(N, C, ...), got shape {x.shape}")
+    c = x.shape[1]
+    if not is_int(num_groups) or num_groups < 1 or c % num_groups:
+        raise ShapeError(f"group_norm: num_groups={num_groups!r} must be a positive int "
+                         f"dividing the {c} channels of input '{x.name}' (input.shape[1])")
+    _check_eps(op, eps)
+    _check_affine(op, x, (c,), "(C,) = input.shape[1:2]", weight=weight, bias=bias)
+    per = c // num_groups
+    # statistics over a grouped index space (N, G, C/G, *): dims 2.. reduced
+    shape = (x.shape[0], num_groups, per) + x.shape[2:]
+    dims = tuple(range(2, len(shape)))
+    n = per * count(x, tuple(range(2, x.ndim)))
+
+    def read(f, o):
+        return x[(f[0], f[1] * per + f[2] if per > 1 else f[1]) + f[3:]]
+
+    mean = reduce_over(shape, dims, False, read, "group_norm_mean",
+                       post=lambda acc, o: acc * (1.0 / n))
+
+    def sq(f, o):
+        diff = read(f, o) - mean[o]
+        return diff * diff
+
+    var = reduce_over(shape, dims, False, sq, "group_norm_var",
+                      post=lambda acc, o: acc * (1.0 / n))
+    group = (lambda i: (i[0], i[1] // per)) if per > 1 else (lambda i: (i[0], i[1]))
+    return _normalise(x, group, mean, var, weight, bias, lambda i: (i[1],), eps, op)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """F.instance_norm: input (N, C, *) normalised per sample and channel over
+    the spatial positions (biased variance); weight and bias per channel.
+    Running statistics are not supported (NeoFlowError).
+
+    >>> nf.nn.instance_norm(x).shape
+    (2, 6, 5, 5)
+    """
+    op = "instance_norm"
+    x = check_float(input, op, "input")
+    reject(op, running_mean=(running_mean, None), running_var=(running_var, None),
+           use_input_stats=(use_input_stats, True))
+    if x.ndim < 3:
+        raise ShapeError(f"instance_norm: input '{x.name}' must have at least 3 dimensions "
+                         f"(N, C, spatial...), got shape {x.shape}")
+    if count(x, tuple(range(2, x.ndim))) < 2:
+        raise ShapeError(f"instance_norm: input '{x.name}' {x.shape} has 1 spatial element; "
+                         "expected more than 1 (as torch in training)")
+    return group_norm(x, x.shape[1], weight, bias, eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """F.rms_norm: x / sqrt(mean(x**2 over the trailing normalized_shape dims)
+    + eps) [* weight]; eps=None is the dtype's machine epsilon, as in torch.
+
+    >>> x = nf.placeholder((4, 7, 16), name="x")
+    >>> nf.nn.rms_norm(x, (16,)).shape
+    (4, 7, 16)
+    """
+    op = "rms_norm"
+    x = check_float(input, op, "input")
+    shape = _normalized_shape(op, x, normalized_shape)
+    _check_affine(op, x, shape, "normalized_shape", weight=weight)
+    if eps is None:
+        eps = float(np.finfo(dt.to_numpy(x.dtype)).eps)
+    _check_eps(op, eps)
+    lead = x.ndim - len(shape)
+    dims = tuple(range(lead, x.ndim))
+    n = count(x, dims)
+    ms = reduce_over(x.shape, dims, False, lambda f, o: x[f] * x[f], "rms_norm_meansq",
+                     post=lambda acc, o: acc * (1.0 / n))
+
+    def body(*i):
+        y = x[i] * te.rsqrt(ms[i[:lead]] + eps)
+        return y * weight[i[lead:]] if weight is not None else y
+    return te.compute(x.shape, body, name=op)
+
+
+def _normalized_shape(op, x, normalized_shape):
+    shape = (normalized_shape,) if is_int(normalized_shape) else normalized_shape
+    if not isinstance(shape, (tuple, list)) or not shape or not all(is_int(s) for s in shape):
+        raise NeoFlowError(f"{op}: normalized_shape must be an int or a non-empty tuple of "
+                           f"ints, got {normalized_shape!r}")
+    shape = tuple(int(s) for s in shape)
+    nd = len(shape)
+    if x.ndim < nd or x.shape[x.ndim - nd:] != shape:
+        raise ShapeError(f"{op}: input '{x.name}' has shape {x.shape}, whose last {nd} "
+                         f"dimension(s) should be normalized_shape {shape}")
+    return shape
+
+
+def _check_affine(op, x, shape, expected, **tensors):
+    check_same_dtype(op, "input", x, **tensors)
+    for what, t in tensors.items():
+        if t is not None and t.shape != shape:
+            raise ShapeError(f"{op}: {what} '{t.name}' has shape {t.shape}, expected "
+                             f"{shape} ({expected})")
+
+
+def _check_eps(op, eps):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise NeoFlowError(f"{op}: eps must be a float, got {eps!r}")
 
 
 def state_updates(outputs):

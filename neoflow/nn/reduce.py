@@ -1,5 +1,6 @@
-"""Reductions over tensor dimensions: sum, mean, var, amax, amin, and the
-helper every reducing operator (softmax, norms, losses) builds on.
+"""Reductions over tensor dimensions: sum, mean, var, amax, amin,
+logsumexp, and the helper every reducing operator (softmax, norms, losses)
+builds on.
 
 Hands on: compute Tensors; dims follow torch (int, tuple, negative, None).
 """
@@ -8,7 +9,7 @@ from ..errors import DTypeError, NeoFlowError
 from ..te import dtype as dt
 from .common import cast_tensor, check_float, check_tensor, norm_dims
 
-__all__ = ["sum", "mean", "var", "amax", "amin"]
+__all__ = ["sum", "mean", "var", "amax", "amin", "logsumexp"]
 
 _REDUCERS = {"sum": te.sum, "max": te.max, "min": te.min}
 
@@ -147,3 +148,33 @@ def _extreme(x, dim, keepdim, reducer, op):
         raise DTypeError(f"{op}: input '{x.name}' is bool; cast it to a number first")
     dims = norm_dims(dim, x.ndim, op)
     return reduce_over(x.shape, dims, keepdim, lambda f, o: x[f], op, reducer=reducer)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """torch.logsumexp: log(sum(exp(x))) over `dim` (an int or a tuple),
+    computed as m + log(sum(exp(x - m))) with m the maximum (0 where it is
+    infinite, as torch).
+
+    >>> nf.nn.logsumexp(x, dim=1).shape
+    (4,)
+    """
+    x = check_float(input, "logsumexp", "input")
+    if dim is None:
+        raise NeoFlowError("logsumexp: dim must be given (an int or a tuple of ints)")
+    dims = norm_dims(dim, x.ndim, "logsumexp")
+    m = reduce_over(x.shape, dims, True, lambda f, o: x[f], "logsumexp_max", reducer="max")
+    safe = te.compute(m.shape, lambda *i: te.where(te.abs(m[i]) == float("inf"), 0.0, m[i]),
+                      name="logsumexp_shift")
+    kept = lambda f: tuple(0 if d in dims else v for d, v in enumerate(f))   # noqa: E731
+    return reduce_over(x.shape, dims, keepdim, lambda f, o: te.exp(x[f] - safe[kept(f)]),
+                       "logsumexp",
+                       post=lambda acc, o: te.log(acc) + safe[_expand(o, dims, keepdim,
+                                                                      x.ndim)])
+
+
+def _expand(out, dims, keepdim, ndim):
+    """The keepdim index of an output index `out` of a reduction over `dims`."""
+    if keepdim:
+        return out
+    it = iter(out)
+    return tuple(0 if d in dims else next(it) for d in range(ndim))

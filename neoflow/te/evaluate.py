@@ -202,8 +202,14 @@ def _unary(op, a):
         return one / np.sqrt(a)
     if op == "erf":
         return np.asarray(_erf(a), dtype=a.dtype)
-    return {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sqrt": np.sqrt,
-            "floor": np.floor}[op](a)
+    if op == "sign":   # torch: sign(NaN) = 0, sign(-0.0) = 0
+        return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
+    return _NUMPY_UNARY[op](a)
+
+
+_NUMPY_UNARY = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sqrt": np.sqrt,
+                "floor": np.floor, "ceil": np.ceil, "round": np.rint,   # rint: half to even
+                "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin, "cos": np.cos}
 
 
 def _binary(op, a, b, out_dtype):

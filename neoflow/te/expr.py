@@ -16,8 +16,9 @@ from ..errors import DTypeError, ExpressionError
 from . import dtype as dt
 
 UNARY_OPS = ("neg", "not", "exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt",
-             "abs", "erf", "floor")
-FLOAT_ONLY_UNARY = ("exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "erf", "floor")
+             "abs", "erf", "floor", "log1p", "expm1", "sin", "cos", "sign", "ceil", "round")
+FLOAT_ONLY_UNARY = ("exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "erf", "floor",
+                    "log1p", "expm1", "sin", "cos", "ceil", "round")
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGIC_OPS = ("and", "or")

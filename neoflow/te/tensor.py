@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError, ExpressionError, ShapeError
 from . import dtype as dt
+from . import methods
 from .expr import Const, Expr, IterVar, Read, as_expr
 
 _ids = itertools.count()
@@ -66,13 +67,20 @@ class Tensor:
     def __getitem__(self, indices):
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if methods.is_view_index(indices, self.ndim):
+            return methods.view(self, indices)
         if len(indices) != self.ndim:
             raise ShapeError(
                 f"tensor '{self.name}' has {self.ndim} dimension(s) {self.shape} but was "
                 f"indexed with {len(indices)} index(es)")
         checked = []
         for d, index in enumerate(indices):
-            if isinstance(index, (bool, np.bool_)) or isinstance(index, slice) or index is Ellipsis:
+            if isinstance(index, slice) or index is Ellipsis or index is None:
+                raise ExpressionError(
+                    f"index {d} of tensor '{self.name}' is {index!r} next to index "
+                    "expressions: a read takes one integer expression per dimension, a view "
+                    "(slices, None, ...) only Python ints besides them")
+            if isinstance(index, (bool, np.bool_)):
                 raise ExpressionError(
                     f"index {d} of tensor '{self.name}': expected an integer expression, "
                     f"got {index!r}")
@@ -105,6 +113,55 @@ class Tensor:
     def __neg__(self):
         return compute(self.shape, lambda *i: -_read_broadcast(self, i, self.shape),
                        name=f"neg_{self.name}")
+    def __pow__(self, o): return _elementwise("pow", self, o)
+    def __rpow__(self, o): return _elementwise("pow", o, self)
+    # comparisons make bool Tensors (masks for nf.where); == and != stay identity,
+    # as tensors are dict keys
+    def __lt__(self, o): return _elementwise("lt", self, o)
+    def __le__(self, o): return _elementwise("le", self, o)
+    def __gt__(self, o): return _elementwise("gt", self, o)
+    def __ge__(self, o): return _elementwise("ge", self, o)
+
+    # torch-style methods (te/methods.py)
+    def __matmul__(self, o): return methods.matmul(self, o)
+    def __rmatmul__(self, o): return methods.rmatmul(self, o)
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        """torch's t.sum (nf.nn.sum). >>> x.sum(dim=-1, keepdim=True)"""
+        return methods.tensor_sum(self, dim, keepdim, dtype)
+
+    def mean(self, dim=None, keepdim=False, dtype=None):
+        """torch's t.mean (nf.nn.mean). >>> x.mean(dim=(0, 1))"""
+        return methods.tensor_mean(self, dim, keepdim, dtype)
+
+    def max(self, dim=None, keepdim=False):
+        """torch's t.max(dim), values only; t.max() over everything. >>> x.max(1)"""
+        return methods.tensor_max(self, dim, keepdim)
+
+    def reshape(self, *shape):
+        """torch's t.reshape (one -1 allowed). >>> x.reshape(2, -1)"""
+        return methods.reshape(self, shape)
+
+    def permute(self, *dims):
+        """torch's t.permute. >>> x.permute(1, 0)"""
+        return methods.permute(self, dims)
+
+    def transpose(self, dim0, dim1):
+        """torch's t.transpose. >>> x.transpose(0, -1)"""
+        return methods.transpose(self, dim0, dim1)
+
+    @property
+    def T(self):  # noqa: N802 (torch's name)
+        """The transpose of a 2-d tensor. >>> w.T"""
+        return methods.matrix_t(self)
+
+    def float(self):
+        """t as float32 (t itself if it is). >>> n.float()"""
+        return methods.to_dtype(self, "float32")
+
+    def double(self):
+        """t as float64 (t itself if it is). >>> x.double()"""
+        return methods.to_dtype(self, "float64")
 
 
 def _check_shape(shape, what):
@@ -206,14 +263,25 @@ def broadcast_shapes(*shapes, what="broadcast"):
 
 def _elementwise(op, a, b):
     from .expr import binary
-    ta = a if isinstance(a, Tensor) else None
-    tb = b if isinstance(b, Tensor) else None
-    if not isinstance(a, (Tensor, numbers.Number)) or not isinstance(b, (Tensor, numbers.Number)):
-        raise ExpressionError(f"tensor '{op}' combines tensors and Python numbers; got "
-                              f"{type(a).__name__} and {type(b).__name__}")
-    shape = broadcast_shapes(*(t.shape for t in (ta, tb) if t is not None),
-                             what=f"'{op}' of {a!r} and {b!r}")
-    names = "_".join(t.name for t in (ta, tb) if t is not None)
-    return compute(shape, lambda *i: binary(op, _read_broadcast(a, i, shape),
-                                            _read_broadcast(b, i, shape)),
+    return elementwise_map(lambda x, y: binary(op, x, y), (a, b), op)
+
+
+def elementwise_map(fn, args, op):
+    """The Tensor whose element is `fn(*scalars)`: each Tensor of `args` is read
+    under NumPy broadcasting, Python numbers (and None) pass through as they are.
+
+    >>> elementwise_map(lambda a, b: nf.maximum(a, b), (x, 0.0), "maximum").shape == x.shape
+    True
+    """
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    for a in args:
+        if not isinstance(a, (Tensor, numbers.Number)) and a is not None:
+            raise ExpressionError(
+                f"'{op}' of whole tensors combines tensors and Python numbers; got "
+                f"{type(a).__name__} ({a!r}) next to tensor '{tensors[0].name}': index the "
+                "tensor to build a scalar expression instead")
+    shape = broadcast_shapes(*(t.shape for t in tensors),
+                             what=f"'{op}' of {', '.join(map(repr, args))}")
+    names = "_".join(t.name for t in tensors)
+    return compute(shape, lambda *i: fn(*(_read_broadcast(a, i, shape) for a in args)),
                    name=f"{op}_{names}")

@@ -1,7 +1,7 @@
 """codegen/c/prelude: the fixed C text every generated file starts with:
 headers, the SIMD math functions of glibc (so loops calling exp, log, pow,
 tanh or erf vectorise), an 8x8 transposing copy, and the helpers that give C the semantics of
-nf.evaluate (floor division and modulo, NaN-propagating max/min, the error
+nf.evaluate (floor division and modulo, NaN-propagating max/min, torch's sign, the error
 report of a read out of bounds or a failed allocation).
 
 Hands on: PRELUDE (a string).
@@ -18,6 +18,7 @@ static inline {t} nf_mod_{s}({t} a, {t} b) {{
 static inline {t} nf_max_{s}({t} a, {t} b) {{ return a > b ? a : b; }}
 static inline {t} nf_min_{s}({t} a, {t} b) {{ return a < b ? a : b; }}
 static inline {t} nf_abs_{s}({t} a) {{ return a < 0 ? ({t})(0u - ({u})a) : a; }}
+static inline {t} nf_sign_{s}({t} a) {{ return ({t})((a > 0) - (a < 0)); }}
 """
 
 # max/min propagate NaN like nf.evaluate; both they and nf_blend (a select
@@ -32,10 +33,14 @@ static inline {t} nf_blend_{s}(int c, {t} a, {t} b) {{
 static inline {t} nf_max_{s}({t} a, {t} b) {{ return nf_blend_{s}((a > b) | (a != a), a, b); }}
 static inline {t} nf_min_{s}({t} a, {t} b) {{ return nf_blend_{s}((a < b) | (a != a), a, b); }}
 static inline {t} nf_mod_{s}({t} a, {t} b) {{ return a - floor{f}(a / b) * b; }}
+static inline {t} nf_sign_{s}({t} a) {{ return ({t})((a > 0) - (a < 0)); }}   /* sign(NaN) = 0 */
 """
 
 # glibc's vector math library (libmvec, linked through -lm) has SIMD versions
 # of these functions; declaring them lets gcc vectorise loops that call them.
+# log1p, expm1, sin and cos are deliberately not declared: they stay glibc's
+# scalar functions (errors of an ulp or two), never a vector variant
+# or a rewrite such as log(1 + x) (no -ffast-math either, codegen/c's rule).
 _VECTOR_MATH = """\
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP)
 #if __GLIBC__ > 2 || __GLIBC_MINOR__ >= 22

@@ -38,7 +38,12 @@ TABLE = "nf_kernel_table"
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
           "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
 _SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
-_LIBM = ("exp", "log", "tanh", "sqrt", "erf", "floor")
+# intrinsic -> its C math library function (float32: with the suffix f); round is
+# rint (the default rounding mode rounds halves to even, as torch.round; C's round
+# rounds them away from zero)
+_LIBM = {"exp": "exp", "log": "log", "tanh": "tanh", "sqrt": "sqrt", "erf": "erf",
+         "floor": "floor", "ceil": "ceil", "round": "rint", "log1p": "log1p",
+         "expm1": "expm1", "sin": "sin", "cos": "cos"}
 
 
 def generate_c(program, aliased=()):
@@ -300,8 +305,10 @@ class _Function:
             return f"({one} / ({one} + exp{f}(-{a})))"
         if op == "rsqrt":
             return f"({one} / sqrt{f}({a}))"
+        if op == "sign":
+            return f"nf_sign_{_SUFFIX[t]}({a})"
         if op in _LIBM:
-            return f"{op}{f}({a})"
+            return f"{_LIBM[op]}{f}({a})"
         raise TypeError(f"cannot print unary op {op}")
 
 
