@@ -13,7 +13,9 @@ from .errors import NeoFlowError
 from .graph.plan import check_signature, computed_tensors, partition
 from .runtime.function import BuiltFunction
 from .schedule import Config, default_config, lower_program
+from .te.random import random_states
 from .te.tensor import Tensor
+from .te.visit import topo_tensors
 from .toolchain import compile_c
 from .tune.database import best_configs
 
@@ -50,13 +52,14 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
     computed = computed_tensors(outs)
+    randoms = random_states(topo_tensors(outs))
     kernels, fused = partition(computed, fusion)
     chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
-    program = lower_program(kernels, chosen, inputs, fused)
+    program = lower_program(kernels, chosen, inputs + randoms, fused)
     source = generate_c(program)
     library = compile_c(source, sanitize=sanitize)
     return BuiltFunction(outs, single, inputs, fused, kernels, chosen, program, source,
-                         library, database, originals=computed)
+                         library, database, originals=computed, randoms=randoms)
 
 
 def _configs_for(kernels, configs, tuned):

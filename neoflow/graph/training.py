@@ -17,6 +17,7 @@ value over the leaf after the step.
 Hands on: a `TrainingGraph` (tensors, aliases and an execution order of its
 computes) for buffer planning and the runtime.
 """
+import functools
 import heapq
 
 from ..autodiff import grad
@@ -25,6 +26,7 @@ from ..nn import state_updates
 from ..optim import Optimizer
 from ..te import Tensor, parameter, placeholder
 from ..te import dtype as dt
+from ..te.random import random_states
 from ..te.tensor import ParameterOp, PlaceholderOp
 from ..te.visit import reads, tensor_inputs, topo_tensors
 from .kernel import Kernel
@@ -75,11 +77,18 @@ class TrainingGraph:
         """
         return [Kernel([t]) for t in self.order]
 
+    @functools.cached_property
+    def randoms(self):
+        """[Tensor] the state leaves of the step's random tensors (te/random.py),
+        stream n the n-th; the runtime writes them before each step."""
+        return random_states(topo_tensors(self.outputs))
+
     @property
     def leaves(self):
         """Every buffer the step reads that no kernel writes (inputs first)."""
         state = [t for slots in self.state.values() for t in slots.values()]
-        return self.inputs + list(self.scalars.values()) + self.params + self.frozen + state
+        return (self.inputs + list(self.scalars.values()) + self.params + self.frozen + state
+                + self.randoms)
 
 
 def training_graph(loss, optimizer):
