@@ -74,7 +74,8 @@ class Trainer:
     """Trains every nf.parameter that `loss` depends on (except requires_grad=False
     ones) with `optimizer`.
 
-    `seed` seeds the parameter initialisers (see runtime.init); `nan_check`
+    `seed` seeds the parameter initialisers (see runtime.init) and the
+    random tensors (te/random.py: step n draws with counter n); `nan_check`
     says what a NaN or infinite loss does: "warn" (NonFiniteLossWarning with
     the step number), "error" (NonFiniteLossError, raised after that step's
     update) or "off". `backend` picks the execution backend: "native"
