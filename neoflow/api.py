@@ -35,7 +35,8 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     `nf.tune` recorded for it in `database` (None: the per-user tuning
     database, if there is one; False: none; a path or an nf.tune.Database),
     else `default_config`. An unreadable database warns once and never
-    fails the build. `sanitize=True` builds with
+    fails the build. Random tensors (nf.random_uniform) draw afresh on each
+    call, or reproducibly with `f(..., seed=7)`. `sanitize=True` builds with
     AddressSanitizer (load only in a process with `asan_runtime_path()` in
     LD_PRELOAD).
 

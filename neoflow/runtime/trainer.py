@@ -202,11 +202,11 @@ class Trainer:
         t0 = time.perf_counter()
         ex, graph = self._executor, self.graph
         values = check_feed(feed, graph.inputs, graph.inputs, "step")
+        scalars = self.optimizer.scalar_values(self._steps + 1)  # may raise: a schedule's end
         self._apply_swaps(t0)
         for t in graph.inputs:
             np.copyto(ex.buffer(t), values[id(t)])
         self._steps += 1
-        scalars = self.optimizer.scalar_values(self._steps)
         for (name, _), t in graph.scalars.items():
             ex.buffer(t)[...] = scalars[name]
         for t, state in zip(graph.randoms, self._random_states(graph.randoms, self._steps)):
