@@ -49,7 +49,8 @@ class BuiltFunction:
     def __init__(self, outputs, single, inputs, computed, kernels, configs, program, source,
                  library, database, originals=None, randoms=()):
         self.outputs, self.inputs = outputs, inputs
-        self._randoms, self._seed, self._calls = list(randoms), fresh_seed(), 0
+        self._randoms, self._calls = list(randoms), 0
+        self._seed = fresh_seed() if self._randoms else 0
         self.kernels, self.configs = kernels, configs
         self.source, self.library, self.database = source, library, database
         self._single, self._computed, self._sites = single, computed, program.sites

@@ -24,11 +24,12 @@ and the conversion to float is exact (24 bits for float32, 53 for float64).
 Hands on: `random_uniform` tensors; `Random` nodes; state arrays for the runtime.
 """
 import math
+import numbers
 import os
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, InputError, ShapeError
 from . import dtype as dt
 from .expr import Const, Expr
 from .tensor import Tensor, _check_shape, compute
@@ -117,6 +118,8 @@ def state_array(seed, counter, stream):
     >>> state_array(7, 1, 0)
     array([7, 1, 0])
     """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise InputError(f"seed must be an int, got {seed!r}")
     words = np.array([int(seed) % (1 << 64), int(counter) % (1 << 64),
                       int(stream) % (1 << 32)], np.uint64)
     return words.view(np.int64)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import neoflow as nf
-from neoflow.errors import DTypeError, ShapeError
+from neoflow.errors import DTypeError, InputError, ShapeError
 from neoflow.te.random import philox4x32, state_array
 
 KAT = [  # Random123 kat_vectors, philox4x32_10: counter words, key words -> output words
@@ -124,6 +124,11 @@ def test_bad_arguments():
         nf.random_uniform((3, 0))
     with pytest.raises(ShapeError, match="2\\*\\*32"):
         nf.random_uniform((1 << 16, 1 << 16, 2))
+    f = nf.build(nf.random_uniform((3,)), [])
+    with pytest.raises(InputError, match="seed must be an int"):
+        f(seed=1.5)
+    with pytest.raises(InputError, match="seed must be an int"):
+        nf.evaluate(nf.random_uniform((3,)), {}, seed="7")
 
 
 def _trainer(seed, backend="native"):
