@@ -165,3 +165,16 @@ def test_trainer_run_draws_without_disturbing_the_steps():
     assert b.run(loss, {"x": xb}) != b.run(loss, {"x": xb})
     lb += [b.step({"x": xb}) for _ in range(2)]
     assert la == lb
+
+
+def test_a_resumed_trainer_continues_the_same_draws(tmp_path):
+    xb = np.ones((6, 10), np.float32)
+    x, a = _trainer(5)
+    la = [a.step({x: xb}) for _ in range(4)]
+    _, b = _trainer(5)
+    lb = [b.step({"x": xb}) for _ in range(2)]
+    b.save(tmp_path / "ckpt.npz")
+    _, c = _trainer(5)
+    c.load(tmp_path / "ckpt.npz")
+    lb += [c.step({"x": xb}) for _ in range(2)]
+    assert lb == la
