@@ -10,6 +10,7 @@ from .te import (Expr, Tensor, abs, cast, compute, const, erf, evaluate, exp, fl
                  maximum, min, minimum, parameter, placeholder, pow, reduce_axis, rsqrt,
                  sigmoid, sqrt, sum, tanh, where)
 from .te import ceil, clamp, cos, expm1, log1p, round, sign, sin
+from .te import random_uniform
 from .api import build
 from .autodiff import grad
 from .te.flops import flops

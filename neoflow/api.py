@@ -13,7 +13,9 @@ from .errors import NeoFlowError
 from .graph.plan import check_signature, computed_tensors, partition
 from .runtime.function import BuiltFunction
 from .schedule import Config, default_config, lower_program
+from .te.random import random_states
 from .te.tensor import Tensor
+from .te.visit import topo_tensors
 from .toolchain import compile_c
 from .tune.database import best_configs
 
@@ -33,7 +35,8 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     `nf.tune` recorded for it in `database` (None: the per-user tuning
     database, if there is one; False: none; a path or an nf.tune.Database),
     else `default_config`. An unreadable database warns once and never
-    fails the build. `sanitize=True` builds with
+    fails the build. Random tensors (nf.random_uniform) draw afresh on each
+    call, or reproducibly with `f(..., seed=7)`. `sanitize=True` builds with
     AddressSanitizer (load only in a process with `asan_runtime_path()` in
     LD_PRELOAD).
 
@@ -50,13 +53,14 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
     computed = computed_tensors(outs)
+    randoms = random_states(topo_tensors(outs))
     kernels, fused = partition(computed, fusion)
     chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
-    program = lower_program(kernels, chosen, inputs, fused)
+    program = lower_program(kernels, chosen, inputs + randoms, fused)
     source = generate_c(program)
     library = compile_c(source, sanitize=sanitize)
     return BuiltFunction(outs, single, inputs, fused, kernels, chosen, program, source,
-                         library, database, originals=computed)
+                         library, database, originals=computed, randoms=randoms)
 
 
 def _configs_for(kernels, configs, tuned):

@@ -16,6 +16,7 @@ Hands on: Kernels in execution order.
 import hashlib
 
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
+from ..te.random import Random
 from ..te.visit import children, post_order, tensor_inputs, topo_tensors
 
 
@@ -109,6 +110,8 @@ def _expr_lines(axes, body, tensor_names):
             text = f"cast {node.dtype} {' '.join(args)}"
         elif isinstance(node, Select):
             text = f"select {' '.join(args)}"
+        elif isinstance(node, Random):
+            text = f"random {node.dtype} {' '.join(args)}"
         else:
             raise TypeError(f"unknown expression node {type(node).__name__}")
         number[id(node)] = len(number)

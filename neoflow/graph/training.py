@@ -17,14 +17,18 @@ value over the leaf after the step.
 Hands on: a `TrainingGraph` (tensors, aliases and an execution order of its
 computes) for buffer planning and the runtime.
 """
+import functools
 import heapq
 
 from ..autodiff import grad
 from ..errors import NeoFlowError
 from ..nn import state_updates
 from ..optim import Optimizer
-from ..te import Tensor, parameter, placeholder
+from ..te import (Tensor, cast, compute, const, minimum, parameter, placeholder, reduce_axis,
+                  sqrt)
+from ..te import sum as te_sum
 from ..te import dtype as dt
+from ..te.random import random_states
 from ..te.tensor import ParameterOp, PlaceholderOp
 from ..te.visit import reads, tensor_inputs, topo_tensors
 from .kernel import Kernel
@@ -75,11 +79,18 @@ class TrainingGraph:
         """
         return [Kernel([t]) for t in self.order]
 
+    @functools.cached_property
+    def randoms(self):
+        """[Tensor] the state leaves of the step's random tensors (te/random.py),
+        stream n the n-th; the runtime writes them before each step."""
+        return random_states(topo_tensors(self.outputs))
+
     @property
     def leaves(self):
         """Every buffer the step reads that no kernel writes (inputs first)."""
         state = [t for slots in self.state.values() for t in slots.values()]
-        return self.inputs + list(self.scalars.values()) + self.params + self.frozen + state
+        return (self.inputs + list(self.scalars.values()) + self.params + self.frozen + state
+                + self.randoms)
 
 
 def training_graph(loss, optimizer):
@@ -112,6 +123,8 @@ def training_graph(loss, optimizer):
                                "(use requires_grad=False for integer state)")
 
     grads = dict(zip((p.name for p in params), grad(loss, params)))
+    applied = grads if optimizer.clip_grad_norm is None else \
+        clip_by_global_norm(params, grads, optimizer.clip_grad_norm)
     scalars = {}
 
     def scalar(name, dtype):
@@ -125,7 +138,7 @@ def training_graph(loss, optimizer):
     for p in params:
         slots = {s: parameter(p.shape, init="zeros", dtype=p.dtype, name=f"{p.name}.{s}",
                               requires_grad=False) for s in optimizer.slots}
-        upd = optimizer.update(p, grads[p.name], slots,
+        upd = optimizer.update(p, applied[p.name], slots,
                                {s: scalar(s, p.dtype) for s in optimizer.scalar_names})
         state[p.name] = slots
         aliases.append((p, upd.param))
@@ -154,6 +167,35 @@ def training_graph(loss, optimizer):
     aliases = [Alias(target, value, ok) for (target, value), ok in zip(aliases, inplace)]
     return TrainingGraph(loss, optimizer, inputs, params, frozen, state, scalars, grads,
                          aliases, order)
+
+
+def clip_by_global_norm(params, grads, max_norm):
+    """{param name: gradient scaled as torch.nn.utils.clip_grad_norm_ scales it}:
+    every gradient times min(1, max_norm / (norm + 1e-6)), `norm` the 2-norm
+    of all gradients together -- one 0-d compute of squared sums (in float64
+    if any parameter is) and one 0-d scale that each update reads, so the
+    scaling fuses into the updates.
+
+    >>> clipped = clip_by_global_norm(params, grads, 1.0)       # doctest: +SKIP
+    """
+    dtype = "float64" if any(p.dtype == "float64" for p in params) else "float32"
+
+    def squares(g):
+        axes = [reduce_axis(n, name=f"c{d}") for d, n in enumerate(g.shape)]
+        v = g[tuple(axes)]
+        v = v if g.dtype == dtype else cast(v, dtype)
+        return v * v if not axes else te_sum(v * v, axis=axes)
+
+    total = compute((), lambda: functools.reduce(
+        lambda a, b: a + b, [squares(grads[p.name]) for p in params]), name="clip.sumsq")
+    coef = compute((), lambda: minimum(const(max_norm, dtype) / (sqrt(total[()]) + 1e-6),
+                                       const(1.0, dtype)), name="clip.coef")
+
+    def scaled(p):
+        g = grads[p.name]
+        c = coef[()] if g.dtype == dtype else cast(coef[()], g.dtype)
+        return compute(g.shape, lambda *i: g[i] * c, name=f"{p.name}.grad.clipped")
+    return {p.name: scaled(p) for p in params}
 
 
 def _check_unique_names(leaves):

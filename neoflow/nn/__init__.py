@@ -15,6 +15,7 @@ from .activation import (celu, hardsigmoid, hardswish, hardtanh, leaky_relu, log
                          prelu, relu6, selu, silu, softplus)
 from .einsum import einsum
 from .conv import conv1d, conv2d
+from .dropout import dropout
 from .embedding import embedding
 from .linear import batch_matmul, dense, matmul
 from .loss import cross_entropy, mse_loss
@@ -40,3 +41,4 @@ __all__ += ["silu", "mish", "softplus", "leaky_relu", "hardtanh", "hardsigmoid",
             "instance_norm", "nll_loss", "binary_cross_entropy",
             "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "l1_loss",
             "kl_div", "logsumexp", "einsum"]
+__all__ += ["dropout"]

@@ -30,21 +30,24 @@ class Adam(Optimizer):
     slots = ("exp_avg", "exp_avg_sq")
     scalar_names = ("step_size", "bias_correction2_sqrt")
 
-    def __init__(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        self.lr = check_number("Adam", "lr", lr)
+    def __init__(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
+                 clip_grad_norm=None, lr_schedule=None):
+        name = type(self).__name__
+        self.lr = check_number(name, "lr", lr)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise NeoFlowError(f"Adam: betas must be a pair (beta1, beta2), got {betas!r}")
-        self.betas = (check_number("Adam", "betas[0]", betas[0], 0.0, 1.0),
-                      check_number("Adam", "betas[1]", betas[1], 0.0, 1.0))
-        self.eps = check_number("Adam", "eps", eps)
-        self.weight_decay = check_number("Adam", "weight_decay", weight_decay)
+            raise NeoFlowError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+        self.betas = (check_number(name, "betas[0]", betas[0], 0.0, 1.0),
+                      check_number(name, "betas[1]", betas[1], 0.0, 1.0))
+        self.eps = check_number(name, "eps", eps)
+        self.weight_decay = check_number(name, "weight_decay", weight_decay)
+        self.set_common(clip_grad_norm, lr_schedule)
 
     def scalar_values(self, step):
         beta1, beta2 = self.betas
-        return {"step_size": self.lr / (1 - beta1 ** step),
+        return {"step_size": self.lr_at(step) / (1 - beta1 ** step),
                 "bias_correction2_sqrt": math.sqrt(1 - beta2 ** step)}
 
-    def slot_expr(self, slot, p, g, state, scalars, i):
+    def slot_expr(self, slot, p, g, state, new_state, scalars, i):
         beta1, beta2 = self.betas
         grad = self.decayed_grad(p, g, i)
         if slot == "exp_avg":

@@ -9,6 +9,11 @@ parameter, its gradient, the old state and the optimizer's 0-d scalar inputs
 corrections, fed by the runtime each step so the compiled step never
 changes). Being ordinary computes, the updates fuse like any other op.
 
+Every optimizer also takes `clip_grad_norm` (the training graph scales all
+gradients by min(1, max_norm / (global norm + 1e-6)) before the update, as
+torch.nn.utils.clip_grad_norm_) and `lr_schedule` (an optim.schedule
+LRSchedule: `lr_at(step)` is the rate fed for that step).
+
 Hands on: `Update`s (new parameter, new state per slot) for graph.training.
 """
 import abc
@@ -16,6 +21,7 @@ import numbers
 
 from ..errors import NeoFlowError
 from ..te import compute
+from .schedule import LRSchedule
 
 
 class Update:
@@ -38,17 +44,38 @@ class Optimizer(abc.ABC):
     slots = ()          # names of the per-parameter state tensors
     scalar_names = ()   # names of the per-step 0-d scalar inputs
     weight_decay = 0.0  # L2 penalty added to the gradient (torch's weight_decay)
+    clip_grad_norm = None   # max global gradient norm (None: no clipping)
+    lr_schedule = None      # an LRSchedule (None: the constant `lr`)
+
+    def set_common(self, clip_grad_norm, lr_schedule):
+        """Check and keep the options every optimizer takes."""
+        name = type(self).__name__
+        if clip_grad_norm is not None:
+            clip_grad_norm = check_number(name, "clip_grad_norm", clip_grad_norm, lo_open=True)
+        if lr_schedule is not None and not isinstance(lr_schedule, LRSchedule):
+            raise NeoFlowError(f"{name}: lr_schedule must be an nf.optim schedule (StepLR, "
+                               f"CosineAnnealingLR, LinearLR, OneCycleLR), got {lr_schedule!r}")
+        self.clip_grad_norm, self.lr_schedule = clip_grad_norm, lr_schedule
+
+    def lr_at(self, step):
+        """The learning rate of the 1-based step `step` (the schedule's, else `lr`).
+
+        >>> nf.optim.SGD(lr=0.1, lr_schedule=nf.optim.StepLR(1, gamma=0.5)).lr_at(2)
+        0.05
+        """
+        return self.lr if self.lr_schedule is None else self.lr_schedule.lr(self.lr, step)
 
     @abc.abstractmethod
     def scalar_values(self, step):
         """{scalar name: float} for the 1-based optimizer step `step`."""
 
     @abc.abstractmethod
-    def slot_expr(self, slot, p, g, state, scalars, i):
+    def slot_expr(self, slot, p, g, state, new_state, scalars, i):
         """The new value of state `slot` at index `i` (a scalar expression).
 
         `p`, `g` and `state[slot]` are Tensors shaped like the parameter;
-        `scalars[name]` are 0-d Tensors."""
+        `new_state` holds the new values of the slots before `slot` in
+        `slots`; `scalars[name]` are 0-d Tensors."""
 
     @abc.abstractmethod
     def param_expr(self, p, g, state, new_state, scalars, i):
@@ -66,7 +93,8 @@ class Optimizer(abc.ABC):
         new_state = {}
         for slot in self.slots:
             new_state[slot] = compute(
-                p.shape, lambda *i, slot=slot: self.slot_expr(slot, p, g, state, scalars, i),
+                p.shape, lambda *i, slot=slot: self.slot_expr(slot, p, g, state, new_state,
+                                                              scalars, i),
                 name=f"{p.name}.{slot}.new")
         new_p = compute(p.shape, lambda *i: self.param_expr(p, g, state, new_state, scalars, i),
                         name=f"{p.name}.new")

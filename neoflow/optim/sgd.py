@@ -23,8 +23,10 @@ class SGD(Optimizer):
 
     scalar_names = ("lr",)
 
-    def __init__(self, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, lr, momentum=0.0, weight_decay=0.0, nesterov=False, *,
+                 clip_grad_norm=None, lr_schedule=None):
         self.lr = check_number("SGD", "lr", lr)
+        self.set_common(clip_grad_norm, lr_schedule)
         self.momentum = check_number("SGD", "momentum", momentum)
         self.weight_decay = check_number("SGD", "weight_decay", weight_decay)
         self.nesterov = bool(nesterov)
@@ -33,9 +35,9 @@ class SGD(Optimizer):
         self.slots = ("momentum_buffer",) if self.momentum else ()
 
     def scalar_values(self, step):
-        return {"lr": self.lr}
+        return {"lr": self.lr_at(step)}
 
-    def slot_expr(self, slot, p, g, state, scalars, i):
+    def slot_expr(self, slot, p, g, state, new_state, scalars, i):
         return self.momentum * state[slot][i] + self.decayed_grad(p, g, i)
 
     def param_expr(self, p, g, state, new_state, scalars, i):

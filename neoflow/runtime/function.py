@@ -14,6 +14,7 @@ from ..codegen.c import ENTRY
 from ..errors import InputError, OutOfBoundsError
 from ..te import dtype as dt
 from ..te.feed import as_input_array
+from ..te.random import fresh_seed, state_feed
 
 
 def address(array):
@@ -37,20 +38,27 @@ class BuiltFunction:
     and scheduled; `database` is what `nf.build` was given. `computed` are
     the tensors the kernels write back; `originals` (default: `computed`)
     the tensors they stand for (before fusion rebuilt them), same order.
+    `randoms` are the state leaves of the random tensors the outputs read
+    (te/random.py): the program takes them after `inputs`, and each call
+    writes them -- from `seed=` (counter 0), else from the function's own
+    seed and its call number, so every call without `seed=` draws afresh.
 
     >>> f = nf.build(B, [A]); print(f.source[:40])    # doctest: +SKIP
     """
 
     def __init__(self, outputs, single, inputs, computed, kernels, configs, program, source,
-                 library, database, originals=None):
+                 library, database, originals=None, randoms=()):
         self.outputs, self.inputs = outputs, inputs
+        self._randoms, self._calls = list(randoms), 0
+        self._seed = fresh_seed() if self._randoms else 0
         self.kernels, self.configs = kernels, configs
         self.source, self.library, self.database = source, library, database
         self._single, self._computed, self._sites = single, computed, program.sites
         self._originals = computed if originals is None else originals
         self._entry = library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
         self._results = [(t.shape, dt.to_numpy(t.dtype)) for t in computed]
-        self._pointer_array = ctypes.c_void_p * (len(inputs) + len(computed))
+        self._pointer_array = ctypes.c_void_p * (len(inputs) + len(self._randoms) +
+                                                 len(computed))
         self._handout = self._handout_plan()
         self._plain = self._handout == [(0, n, False) for n in range(len(computed))]
 
@@ -59,11 +67,13 @@ class BuiltFunction:
         return f"<BuiltFunction ({names}) -> {len(self.outputs)} output(s), " \
                f"{len(self.kernels)} kernel(s)>"
 
-    def __call__(self, *args):
+    def __call__(self, *args, seed=None):
         if len(args) != len(self.inputs):
             names = ", ".join(f"'{t.name}'" for t in self.inputs)
             raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
         arrays = [as_input_array(t, a) for t, a in zip(self.inputs, args)]
+        if self._randoms:
+            arrays += self._random_arrays(seed)
         results = [np.empty(shape, dtype) for shape, dtype in self._results]
         pointers = self._pointer_array(*map(address, arrays), *map(address, results))
         err = (ctypes.c_int64 * 2)()
@@ -76,6 +86,16 @@ class BuiltFunction:
         outs = [pools[pool][n].copy() if copy else pools[pool][n]
                 for pool, n, copy in self._handout]
         return outs[0] if self._single else tuple(outs)
+
+    def _random_arrays(self, seed):
+        """The state of each random tensor for this call (te/random.py)."""
+        if seed is None:
+            self._calls += 1
+            seed, counter = self._seed, self._calls
+        else:
+            counter = 0
+        feed = state_feed(self._randoms, seed, counter)
+        return [feed[id(t)] for t in self._randoms]
 
     def _handout_plan(self):
         """Per output: (0 for a result / 1 for an input, its index, whether to

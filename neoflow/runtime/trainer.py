@@ -36,6 +36,7 @@ from ..graph.partition import fuse_training_graph
 from ..graph.training import training_graph
 from ..te import Tensor
 from ..te.feed import as_input_array
+from ..te.random import random_states, state_feed
 from ..te.tensor import ParameterOp, PlaceholderOp
 from ..te.visit import topo_tensors
 from ..tune.database import Database, DatabaseWarning, best_configs
@@ -57,6 +58,7 @@ RECENT_STEPS = 50  # steps the median "step_ms" is taken over
 PROFILE_STEPS = 2  # steps timed kernel by kernel from step 2
 CHECK_STEPS = 4    # steps after a swap, timed kernel by kernel: new, replaced, new, replaced
 REVERT_SLOWER = 1.1  # a swapped-in kernel this much slower in the step is swapped back
+RUN_COUNTERS = 1 << 63  # random draws of run() count from here (steps from 1)
 HISTORY = 20000    # (time, ms) points kept in "step_history"; beyond, every other is dropped
 
 
@@ -72,7 +74,8 @@ class Trainer:
     """Trains every nf.parameter that `loss` depends on (except requires_grad=False
     ones) with `optimizer`.
 
-    `seed` seeds the parameter initialisers (see runtime.init); `nan_check`
+    `seed` seeds the parameter initialisers (see runtime.init) and the
+    random tensors (te/random.py: step n draws with counter n); `nan_check`
     says what a NaN or infinite loss does: "warn" (NonFiniteLossWarning with
     the step number), "error" (NonFiniteLossError, raised after that step's
     update) or "off". `backend` picks the execution backend: "native"
@@ -132,7 +135,7 @@ class Trainer:
         for t in self._state.values():
             self._executor.buffer(t)[...] = 0
         self._forward = {}
-        self._steps = 0
+        self._steps = self._runs = 0
         self._step_times = deque(maxlen=RECENT_STEPS)
         self._history, self._history_every = [], 1
         self._profile_left, self._profile = PROFILE_STEPS, None
@@ -199,13 +202,15 @@ class Trainer:
         t0 = time.perf_counter()
         ex, graph = self._executor, self.graph
         values = check_feed(feed, graph.inputs, graph.inputs, "step")
+        scalars = self.optimizer.scalar_values(self._steps + 1)  # may raise: a schedule's end
         self._apply_swaps(t0)
         for t in graph.inputs:
             np.copyto(ex.buffer(t), values[id(t)])
         self._steps += 1
-        scalars = self.optimizer.scalar_values(self._steps)
         for (name, _), t in graph.scalars.items():
             ex.buffer(t)[...] = scalars[name]
+        for t, state in zip(graph.randoms, self._random_states(graph.randoms, self._steps)):
+            ex.buffer(t)[...] = state
         profile = self._steps > 1 and self._profile_left > 0 and self._backend.name == "native"
         if profile:
             self._check_phase()
@@ -331,13 +336,21 @@ class Trainer:
         if entry is None:
             entry = self._forward[key] = self._forward_program(outs)
         _, fn, sources, placeholders = entry
+        randoms = random_states(t for t, _ in sources)
         names = {t.name for t in placeholders}
         known = placeholders + [t for t in self.graph.inputs if t.name not in names]
         values = check_feed(feed, placeholders, known, "run")
-        args = [values[id(t)] if isinstance(t.op, PlaceholderOp) else self._executor.buffer(src)
-                for t, src in sources]
+        self._runs += 1
+        drawn = dict(zip(map(id, randoms), self._random_states(randoms, RUN_COUNTERS + self._runs)))
+        args = [values[id(t)] if isinstance(t.op, PlaceholderOp) else drawn[id(t)]
+                if id(t) in drawn else self._executor.buffer(src) for t, src in sources]
         results = tuple(fn(*args))
         return results[0] if single else results
+
+    def _random_states(self, randoms, counter):
+        """The state arrays of `randoms` for draw `counter` under the trainer's seed."""
+        feed = state_feed(randoms, self.seed, counter)
+        return [feed[id(t)] for t in randoms]
 
     def _forward_program(self, outs):
         """(outs, function, [(leaf, trainer tensor holding its value)], placeholders)."""

@@ -17,14 +17,19 @@ from ..errors import ExpressionError, OutOfBoundsError
 from . import dtype as dt
 from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
 from .feed import resolve_feed
+from .random import Random, fresh_seed, is_random_state, random_states, state_feed, uniform
 from .tensor import Tensor
 from .visit import post_order, topo_tensors
 
 GRID_LIMIT = 1 << 23  # elements of one evaluation grid before slicing
 
 
-def evaluate(outputs, feed):
+def evaluate(outputs, feed, seed=None):
     """Evaluate `outputs` exactly with NumPy; returns arrays shaped as `nf.build`'s.
+
+    Random tensors (nf.random_uniform) draw from `seed` (counter 0) -- the
+    same numbers as a built function called with `seed=` -- or, without
+    one, afresh.
 
     >>> A = nf.placeholder((2, 3), name="A")
     >>> B = nf.compute((3, 2), lambda i, j: A[j, i] * 2)
@@ -37,7 +42,12 @@ def evaluate(outputs, feed):
         if not isinstance(t, Tensor):
             raise ExpressionError(f"nf.evaluate: outputs must be Tensors, got {t!r}")
     order = topo_tensors(outs)
-    values = resolve_feed(feed, [t for t in order if not t.is_compute])
+    states = random_states(order)
+    given = {id(k) for k in (feed or {}) if isinstance(k, Tensor)}   # a runtime's own state
+    values = resolve_feed(feed, [t for t in order if not t.is_compute
+                                 and (not is_random_state(t) or id(t) in given)])
+    drawn = state_feed(states, fresh_seed() if seed is None else seed, 0)
+    values.update({k: v for k, v in drawn.items() if k not in values})
     with np.errstate(all="ignore"):
         for t in order:
             if t.is_compute:
@@ -123,6 +133,12 @@ class _Compute:
             return np.where(c, a, b).astype(dt.to_numpy(e.dtype)), bad
         if isinstance(e, Reduce):
             return self._reduce(e, f)
+        if isinstance(e, Random):
+            args = [self.ev(c, f) for c in e.args]
+            bad = None
+            for _, b in args:
+                bad = _or(bad, b)
+            return uniform(e.dtype, *(a for a, _ in args)), bad
         raise TypeError(f"cannot evaluate {type(e).__name__}")
 
     def _read(self, e, f):

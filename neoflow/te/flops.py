@@ -32,6 +32,7 @@ from .evaluate import evaluate as nf_evaluate
 from .expr import Binary, Cast, Const, IterVar, Read, Select, Unary
 from .simplify import Structure, conjunction, is_zero
 from .tensor import Tensor, compute
+from .random import Random
 from .visit import post_order, substitute, tensor_inputs
 
 GRID_LIMIT = 1 << 22  # points of one condition grid evaluated with NumPy
@@ -92,6 +93,8 @@ class _Counter:
             return own + sum(rec(c) for c in ((e.a,) if isinstance(e, Unary) else (e.a, e.b)))
         if isinstance(e, Select):
             return rec(e.cond) + self._select(e, scope, conds, picks)
+        if isinstance(e, Random):   # one draw: counted as one operation, like an intrinsic
+            return self.points(scope, conds, picks) + sum(rec(c) for c in e.args)
         return self._reduce(e, scope, conds, picks)
 
     def _select(self, e, scope, conds, picks):

@@ -3,6 +3,7 @@
 Hands on: strings only.
 """
 from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
+from .random import Random
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
           "pow": "**", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
@@ -34,4 +35,6 @@ def expr_str(e, depth=0):
         axes = ", ".join(a.name for a in e.axes)
         cond = "" if e.cond is None else f", where={s(e.cond)}"
         return f"{e.op}({s(e.body)}, {axes}{cond})"
+    if isinstance(e, Random):
+        return f"random_uniform({s(e.index)}, stream={s(e.stream)})"
     return object.__repr__(e)

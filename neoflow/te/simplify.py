@@ -17,7 +17,8 @@ from . import dtype as dt
 from .arith import conjuncts, free_vars, interval, is_index_expr, linear_form, narrow, negate, prove
 from .evaluate import _binary, _identity, _unary
 from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
-from .visit import children, post_order, substitute
+from .random import Random
+from .visit import children, post_order, substitute, with_children
 
 
 class Structure:
@@ -51,6 +52,8 @@ class Structure:
                 k = ("b", n.op, n.dtype, memo[id(n.a)][0], memo[id(n.b)][0])
             elif isinstance(n, Select):
                 k = ("s",) + tuple(memo[id(c)][0] for c in (n.cond, n.t, n.f))
+            elif isinstance(n, Random):
+                k = ("rand", n.dtype) + tuple(memo[id(c)][0] for c in n.args)
             else:  # Reduce
                 k = ("red", n.op, tuple(id(a) for a in n.axes), memo[id(n.body)][0],
                      None if n.cond is None else memo[id(n.cond)][0])
@@ -270,6 +273,8 @@ class _Simplifier:
             return self._binary(e, self.run(e.a, R), self.run(e.b, R), R)
         if isinstance(e, Select):
             return self._select(e, R)
+        if isinstance(e, Random):
+            return with_children(e, [self.run(c, R) for c in e.args])
         return self._reduce(e, R)
 
     def _unary(self, e, a, R):

@@ -5,6 +5,7 @@ topological order of the tensors behind a set of outputs.
 Hands on: helpers every later stage uses to walk what `te` builds.
 """
 from .expr import Binary, Cast, Read, Reduce, Select, Unary
+from .random import Random
 
 
 def children(e):
@@ -19,6 +20,8 @@ def children(e):
         return e.indices
     if isinstance(e, Reduce):
         return (e.body,) if e.cond is None else (e.body, e.cond)
+    if isinstance(e, Random):
+        return e.args
     return ()
 
 
@@ -39,6 +42,8 @@ def with_children(e, new):
         return Read(e.tensor, new)
     if isinstance(e, Reduce):
         return Reduce(e.op, new[0], e.axes, new[1] if len(new) > 1 else None)
+    if isinstance(e, Random):
+        return Random(e.dtype, *new)
     raise TypeError(f"{type(e).__name__} has no children")
 
 

@@ -30,6 +30,7 @@ from ...schedule.loop_ir import (Allocate, Blend, CDiv, CopyTransposed, For, IfT
                                  Seq, Store)
 from ...te import dtype as dt
 from ...te.expr import Binary, Cast, Const, IterVar, Select, Unary
+from ...te.random import Random
 from .prelude import PRELUDE
 from .simd import print_simd, simd_plan
 
@@ -248,6 +249,8 @@ class _Function:
         if isinstance(e, Blend):
             return (f"nf_blend_{_SUFFIX[e.dtype]}({self.expr(e.cond)}, {self.expr(e.t)}, "
                     f"{self.expr(e.f)})")
+        if isinstance(e, Random):
+            return f"nf_uniform_{_SUFFIX[e.dtype]}({', '.join(self.expr(c) for c in e.args)})"
         if isinstance(e, Cast):
             if e.dtype == dt.BOOL:
                 return f"((uint8_t)({self.expr(e.a)} != 0))"
