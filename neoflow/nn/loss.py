@@ -122,6 +122,6 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
     if reduction == "none":
         return te.compute(shape, lambda *i: sq(i), name="mse_loss")
-    scale = (lambda acc, o: acc * (1.0 / math.prod(shape))) if reduction == "mean" else None
+    scale = (lambda acc, o: acc / math.prod(shape)) if reduction == "mean" else None
     return reduce_over(shape, tuple(range(len(shape))), False, lambda f, o: sq(f), "mse_loss",
                        post=scale)

@@ -48,6 +48,7 @@ from ..te import dtype as dt
 from ..te.arith import conjuncts, free_vars, interval, negate
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
 from ..te.visit import children, with_children
+from .accumulate import blocked_sums
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import ConfigError, accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, CopyTransposed, For, IfThenElse,
@@ -100,7 +101,7 @@ def lower_kernel(kernel, config, sites):
         buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "local")
     stmts = []
     for t, sc in zip(kernel.stages, config.stages):
-        stmt = _StageLowering(t, sc, buffers, sites).lower()
+        stmt = blocked_sums(_StageLowering(t, sc, buffers, sites).lower())
         if sc.compute_at:
             stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
         else:
