@@ -182,6 +182,7 @@ class NativeStep:
         self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data) for t in k.inputs + k.outputs]
                       for k in kernels]
         self._err = (ctypes.c_int64 * 2)()
+        self._leaf_views = {t.name: views[id(t)] for t in leaves}
         self._calls = [None] * len(kernels)
         self._running = [None] * len(kernels)   # the Candidate each table entry points into
         for group, library in zip(groups, libraries):
@@ -241,4 +242,4 @@ class NativeStep:
     def _raise(self):
         code, index = self._err[0], self._err[1]
         self._err[0] = self._err[1] = 0
-        self._errors._raise(code, index)  # the OutOfBounds/Memory error nf.build raises
+        self._errors._raise(code, index, self._leaf_views)  # as nf.build's functions raise
