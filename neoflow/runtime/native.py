@@ -90,6 +90,24 @@ def share_out(sizes, count):
     return [sorted(g) for g in groups if g]
 
 
+def translation_units(sizes, apart, count):
+    """The kernels (by index, sizes in `sizes`) in translation units: those in
+    `apart` (the optimizer's updates) and the others each shared out on their
+    own, so a change to one side leaves the other's sources -- and their
+    compiled, cached libraries -- as they were (SGD -> Adam recompiles no
+    forward or backward kernel).
+
+    >>> translation_units([5, 1, 1, 3], {3}, 2)
+    [[0], [1, 2], [3]]
+    """
+    apart = set(apart)
+    out = []
+    for side in ([n for n in range(len(sizes)) if n not in apart], sorted(apart)):
+        if side:
+            out += [[side[j] for j in g] for g in share_out([sizes[n] for n in side], count)]
+    return out
+
+
 @dataclass
 class Candidate:
     """Kernel `index` compiled under `config` (entry `slot` of `library`'s
@@ -123,9 +141,11 @@ class NativeBackend:
         stored = best_configs(kernels, self.target, self.database)
         return [self.tuned.get(k.key) or c for k, c in zip(kernels, stored)]
 
-    def program(self, kernels, views):
-        """A NativeStep running `kernels` in order over `views` ({id(tensor): ndarray})."""
-        return NativeStep(kernels, views, self.found(kernels), self.jobs)
+    def program(self, kernels, views, apart=()):
+        """A NativeStep running `kernels` in order over `views` ({id(tensor): ndarray});
+        the kernels numbered in `apart` (the optimizer's) get translation units
+        of their own."""
+        return NativeStep(kernels, views, self.found(kernels), self.jobs, apart)
 
     def function(self, outputs, inputs):
         """A callable(*arrays) -> tuple of fresh arrays computing `outputs`."""
@@ -149,7 +169,7 @@ class NativeStep:
     >>> step(); step.configs[0]                                   # doctest: +SKIP
     """
 
-    def __init__(self, kernels, views, found, jobs=None):
+    def __init__(self, kernels, views, found, jobs=None, apart=()):
         self.kernels = list(kernels)
         self.configs = [c or default_config(k) for c, k in zip(found, kernels)]
         self.from_database = [c is not None for c in found]
@@ -167,7 +187,7 @@ class NativeStep:
         self._sites_lock = threading.Lock()   # candidates number their checked reads in turn
         self._program = program
         sizes = [len(kernels_source([f], [a])) for f, a in zip(program.kernels, self._aliased)]
-        groups = share_out(sizes, 2 * (jobs or os.cpu_count() or 1))
+        groups = translation_units(sizes, apart, 2 * (jobs or os.cpu_count() or 1))
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)

@@ -26,8 +26,9 @@ on every stage).
 """
 from ..te import dtype as dt
 from ..te.arith import interval
-from ..te.expr import Binary, Const
-from .loop_ir import (Allocate, Buffer, CDiv, For, IfThenElse, Let, Load, Seq, Store, Var, _e,
+from ..te.expr import Binary, Const, IterVar
+from .loop_ir import (Allocate, Buffer, CDiv, CopyTransposed, For, IfThenElse, Let, Load, Seq,
+                      Store, Var, _e,
                       map_body, map_stmt, nodes)
 
 # (adds into a scalar partial, then partials per level above) and the same
@@ -46,39 +47,77 @@ def blocked_sums(stmt):
     >>> blocked_sums(For(k, 0, 10**6, "vectorized", Store(s, 0, s[0] + x[k]), reduction=("sum", s)))
     ... # doctest: +SKIP   (chunks of 512 into a partial, 1954 chunks in chunks of 64, ...)
     """
-    return _Rewrite().stmt(stmt, frozenset())
+    summary = _Summary()
+    summary.walk(stmt)
+    if not summary.spatial:
+        return stmt                  # nothing accumulated (most stages): one walk, no rewrite
+    return _Rewrite(summary).stmt(stmt, frozenset())
 
 
 def _int(v):
     return Const(int(v), dt.INDEX)
 
 
-def _accumulations(stmt):
-    """{id(buffer): (buffer, [index, ...])} of `b[i] = b[i] + v` stores under `stmt`
-    into float buffers, dropping any buffer `stmt` also touches another way."""
-    found, other, own = {}, set(), set()
-    for n in nodes(stmt):
-        if isinstance(n, Store) and n.buffer.hint != PARTIAL:
-            v = n.value
-            if (dt.is_float(n.buffer.dtype) and isinstance(v, Binary) and v.op == "add"
-                    and isinstance(v.a, Load) and v.a.buffer is n.buffer
-                    and _same(v.a.index, n.index)):
-                found.setdefault(id(n.buffer), (n.buffer, []))[1].append(n.index)
-                own.add(id(v.a))
+def _accumulates(n):
+    """Whether Store `n` is `b[i] = b[i] + v` into a float buffer of this stage."""
+    v = n.value
+    return (n.buffer.hint != PARTIAL and dt.is_float(n.buffer.dtype) and isinstance(v, Binary)
+            and v.op == "add" and isinstance(v.a, Load) and v.a.buffer is n.buffer
+            and _same(v.a.index, n.index))
+
+
+class _Summary:
+    """Per statement (by id): (buffers accumulated under it, buffers touched
+    there in any other way); per accumulated buffer, the variables of its
+    store indices (its spatial loops). One walk over the stage, bottom-up."""
+
+    def __init__(self):
+        self.table, self.spatial, self.buffers = {}, {}, {}
+
+    def of(self, s):
+        if id(s) not in self.table:
+            self.walk(s)            # a statement this pass made
+        return self.table[id(s)]
+
+    def walk(self, s):
+        acc, other = set(), set()
+        if isinstance(s, Store):
+            own = None
+            if _accumulates(s):
+                acc.add(id(s.buffer))
+                self.buffers[id(s.buffer)] = s.buffer
+                self.spatial.setdefault(id(s.buffer), set()).update(
+                    id(n) for n in nodes(s.index) if isinstance(n, IterVar))
+                own = s.value.a
             else:
-                other.add(id(n.buffer))
-    for n in nodes(stmt):
-        if isinstance(n, Load) and id(n.buffer) in found and id(n) not in own:
-            other.add(id(n.buffer))
-    return {k: v for k, v in found.items() if k not in other}
+                other.add(id(s.buffer))
+            other.update(_loaded(s.value, own), _loaded(s.index))
+        elif isinstance(s, CopyTransposed):
+            other.update((id(s.dst), id(s.src)))
+        else:
+            parts = {For: lambda: [s.body], Seq: lambda: s.stmts, Let: lambda: [s.body],
+                     Allocate: lambda: [s.body],
+                     IfThenElse: lambda: [x for x in (s.then, s.else_) if x is not None]}
+            for x in parts[type(s)]():
+                a, o = self.walk(x)
+                acc |= a
+                other |= o
+            for e in {For: lambda: [s.begin, s.end], Let: lambda: [s.value],
+                      IfThenElse: lambda: [s.cond]}.get(type(s), lambda: [])():
+                other.update(_loaded(e))
+        self.table[id(s)] = out = (frozenset(acc), frozenset(other))
+        return out
+
+    def reduce_loop(self, loop, b):
+        return id(loop.var) not in self.spatial.get(id(b), ())
+
+
+def _loaded(e, skip=None):
+    return {id(n.buffer) for n in nodes(e) if isinstance(n, Load) and n is not skip}
 
 
 def _same(a, b):
     return a is b or _e(a) == _e(b)
-
-
-def _uses(e, var):
-    return any(n is var for n in nodes(e))
 
 
 def _trips(loop, known):
@@ -91,28 +130,31 @@ def _trips(loop, known):
 
 
 class _Rewrite:
+    def __init__(self, summary):
+        self.summary = summary
+
     def stmt(self, s, done):
         """Rewrites the outermost reduce loops under `s` (accumulators in `done`
         are already handled by an enclosing reduce loop)."""
         if isinstance(s, For):
-            accs = [(b, idx) for b, idx in _accumulations(s.body).values()
-                    if id(b) not in done and not any(_uses(i, s.var) for i in idx)]
-            for b, idx in accs:
-                s = _Cascade(b, idx).loop(s)
-                done = done | {id(b)}
+            acc, other = self.summary.of(s.body)
+            for key in sorted(acc - other - done):
+                b = self.summary.buffers[key]
+                if self.summary.reduce_loop(s, b):
+                    s = _Cascade(b, self.summary).loop(s)
+                    done = done | {key}
         return map_body(s, lambda x: self.stmt(x, done))
 
 
 class _Cascade:
     """The cascade for one accumulator `b` under its outermost reduce loop."""
 
-    def __init__(self, b, indices):
-        self.b, self.indices = b, indices
+    def __init__(self, b, summary):
+        self.b, self.summary = b, summary
         self.known = {}     # id(loop var) -> trip count bound, for the loops made here
 
     def _reduce(self, loop):
-        return not any(_uses(n.index, loop.var) for n in nodes(loop.body)
-                       if isinstance(n, Store) and n.buffer is self.b)
+        return self.summary.reduce_loop(loop, self.b)
 
     def count(self, s):
         """Sequential adds into one element of `b` that `s` makes (an upper bound)."""
@@ -167,12 +209,15 @@ class _Cascade:
         return self._chunked(s, body, chunk)
 
     def _can_cut(self, s):
+        """A partial around `s`: any for a stack accumulator; for one in memory,
+        only where every store into it under `s` has one index fixed outside `s`."""
         if self.b.scope == "stack":
             return True
+        found = [n for n in nodes(s) if isinstance(n, Store) and n.buffer is self.b]
         bound = {id(n.var) for n in nodes(s) if isinstance(n, (For, Let))}
-        first = next(i for i in self.indices)
-        return all(_same(i, first) for i in self.indices) and not any(
-            id(n) in bound for i in self.indices for n in nodes(i))
+        self.index = found[0].index if found else None
+        return bool(found) and all(_same(n.index, self.index) for n in found) and not any(
+            id(v) in bound for n in found for v in nodes(n.index))
 
     def _remake(self, s, body):
         return For(s.var, s.begin, s.end, s.kind, body, s.unroll, s.reduction)
@@ -216,11 +261,12 @@ class _Cascade:
         zero = Const(0, b.dtype)
         if b.scope == "stack" and b.size > 1:
             q, r = Var("q", 0, b.size), Var("q", 0, b.size)
+            self.summary.spatial[id(b)].add(id(r))
             init = For(q, _int(0), _int(b.size), "vectorized", Store(p, q, zero))
             add = For(r, _int(0), _int(b.size), "vectorized",
                       Store(b, r, Binary("add", Load(b, r), Load(p, r), b.dtype)))
         else:
-            at = _int(0) if b.scope == "stack" else self.indices[0]
+            at = _int(0) if b.scope == "stack" else self.index
             init = Store(p, _int(0), zero)
             add = Store(b, at, Binary("add", Load(b, at), Load(p, _int(0)), b.dtype))
         return Allocate(p, Seq([init, swap(s), add]))
