@@ -29,7 +29,7 @@ from ..te.arith import interval
 from ..te.expr import Binary, Const, IterVar
 from .loop_ir import (Allocate, Buffer, CDiv, CopyTransposed, For, IfThenElse, Let, Load, Seq,
                       Store, Var, _e,
-                      map_body, map_stmt, nodes)
+                      map_body, nodes)
 
 # (adds into a scalar partial, then partials per level above) and the same
 # for a tile of accumulators, where each partial costs a pass over the tile
@@ -237,11 +237,8 @@ class _Cascade:
             count = _int(chunks)
         if not (isinstance(count, Const) and chunks * chunk == _trips(s, self.known)):
             stop = Binary("min", stop, s.end, dt.INDEX)     # a tail chunk
-        var = Var(s.var.name, 0, 1 << 62)      # its own variable: its trip count is known here
-        body = map_stmt(body, lambda n: var if n is s.var else n)
-        inner = For(var, start, stop, s.kind, body, s.unroll, s.reduction)
-        self.known[id(var)] = min(chunk, _trips(s, self.known))
-        self.known[id(blk)] = chunks
+        inner = For(s.var, start, stop, s.kind, body, s.unroll, s.reduction)
+        self.known[id(blk)] = chunks    # (the inner loop sums into a partial: never counted)
         outer = For(blk, _int(0), count, "serial", None)
         return self._level(outer, self.partial(inner), True, upper=True)
 
