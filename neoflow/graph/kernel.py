@@ -51,6 +51,7 @@ class Kernel:
         self.outputs = tuple(outputs)
         out_ids = {id(t) for t in outputs}
         self.locals = tuple(t for t in self.stages if id(t) not in out_ids)
+        self.origins = {}   # stage name -> {(tensor, dim): inlined computes} (graph/partition)
         self._key = None
 
     def __repr__(self):

@@ -28,7 +28,7 @@ kernels) and a fused `TrainingGraph`.
 """
 import math
 
-from ..te.arith import is_index_expr, linear_form
+from ..te.arith import interval, is_index_expr, linear_form
 from ..te.expr import Read, Reduce, Select
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
@@ -214,7 +214,38 @@ def kernels_of(partition, fusion=True):
     kernels = group_kernels(partition.computes, {id(t) for t in partition.outputs}, fusion,
                             decisions=grouping)
     partition.kernels, partition.grouping = kernels, grouping
+    _record_origins(kernels, partition.inlined)
     return kernels
+
+
+def _record_origins(kernels, inlined):
+    """Each kernel's `origins`: per stage, {(tensor name, dim): names of the
+    computes inlined into the stage whose reads of that dimension are not
+    proved in range} -- so a read found out of range at run time names the
+    user's compute ('shift'), not the one it was fused into ('dense')."""
+    for k in kernels:
+        k.origins = {t.name: read_origins(inlined.get(id(t), ())) for t in k.stages
+                     if inlined.get(id(t))}
+
+
+def read_origins(computes):
+    """{(tensor name, dim): [names of `computes` reading that dimension with an
+    index not proved inside it]} (gathers, guarded shifts).
+
+    >>> read_origins([nf.compute((4,), lambda i: nf.where(i > 0, x[i - 1], 0.0), name="s")])
+    {('x', 0): ['s']}                                                  # doctest: +SKIP
+    """
+    out = {}
+    for c in computes:
+        for r in post_order(c.op.body):
+            if isinstance(r, Read):
+                for d, index in enumerate(r.indices):
+                    span = interval(index)
+                    if span is None or span[0] < 0 or span[1] >= r.tensor.shape[d]:
+                        names = out.setdefault((r.tensor.name, d), [])
+                        if c.name not in names:
+                            names.append(c.name)
+    return out
 
 
 def fuse_training_graph(graph, fusion=True):
@@ -247,4 +278,5 @@ def fuse_training_graph(graph, fusion=True):
     fused = TrainingGraph(remap(graph.loss), graph.optimizer, graph.inputs, graph.params,
                           graph.frozen, graph.state, graph.scalars, grads, aliases, order)
     part.kernels, part.grouping = kernels, grouping
+    _record_origins(kernels, part.inlined)
     return fused, part

@@ -204,7 +204,7 @@ def _pointwise(op, x, target, value, reduction, weight=None, name=None):
 
     if reduction == "none":
         return te.compute(shape, lambda *i: point(i), name=op)
-    scale = (lambda acc, o: acc * (1.0 / math.prod(shape))) if reduction == "mean" else None
+    scale = (lambda acc, o: acc / math.prod(shape)) if reduction == "mean" else None
     return reduce_over(shape, tuple(range(len(shape))), False, lambda f, o: point(f), op,
                        post=scale)
 

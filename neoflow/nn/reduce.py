@@ -104,7 +104,7 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     dims = norm_dims(dim, x.ndim, "mean")
     n = count(x, dims)
     return reduce_over(x.shape, dims, keepdim, lambda f, o: x[f], "mean",
-                       post=lambda acc, o: acc * (1.0 / n))
+                       post=lambda acc, o: acc / n)   # divided, as torch: one rounding
 
 
 def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):

@@ -50,7 +50,9 @@ class Executor:
                     self.views[id(t)] = self.views[id(where)]
                 else:
                     self.views[id(t)] = view(self.arena, t, where)
-        self.program = backend.program(kernels, self.views)
+        updates = {id(a.value) for a in graph.aliases}
+        apart = [n for n, k in enumerate(kernels) if any(id(t) in updates for t in k.outputs)]
+        self.program = backend.program(kernels, self.views, apart)
         self.copies = [(self.views[id(a.target)], self.views[id(a.value)])
                        for a in graph.aliases if not a.inplace]
 

@@ -79,7 +79,7 @@ class BuiltFunction:
         err = (ctypes.c_int64 * 2)()
         self._entry(pointers, err)
         if err[0] != 0:
-            self._raise(err[0], err[1])
+            self._raise(err[0], err[1], {t.name: a for t, a in zip(self.inputs, arrays)})
         if self._plain:                     # each output a fresh result, in order
             return results[0] if self._single else tuple(results)
         pools = (results, arrays)
@@ -110,10 +110,37 @@ class BuiltFunction:
             plan.append(where[id(t)] + (not fresh,))
         return plan
 
-    def _raise(self, code, index):
+    def _raise(self, code, index, arrays=None):
+        """Raise the error the kernels reported; `arrays` ({input name: array})
+        let a gathered index name where in its tensor it came from."""
         if code < 0:
             raise MemoryError("a NeoFlow kernel could not allocate its temporary buffers")
         site = self._sites[code - 1]
+        who = f"compute '{site.stage}'"
+        if site.computes:        # the read came from a compute fused into this stage
+            names = " or ".join(f"'{n}'" for n in site.computes)
+            who = f"compute {names} (fused into '{site.stage}')"
         raise OutOfBoundsError(
-            f"compute '{site.stage}' reads tensor '{site.tensor}' at index {index} in "
-            f"dimension {site.dim}, outside its size {site.size}")
+            f"{who} reads tensor '{site.tensor}' at index {index} in "
+            f"dimension {site.dim}, outside its size {site.size}"
+            + _gathered_from(site, index, arrays or {}))
+
+
+INDEX_ROLES = {"cross_entropy": "label", "nll_loss": "label", "embedding": "index"}
+
+
+def _gathered_from(site, index, arrays):
+    """': label 3 at batch position 5 is outside [0, 3)' -- where in the integer
+    input the bad index came from (its first occurrence), or ''."""
+    values = arrays.get(site.index_tensor)
+    if values is None:
+        return ""
+    found = np.argwhere(np.asarray(values) == index)
+    if not len(found):
+        return ""
+    at = tuple(int(v) for v in found[0])
+    where = f"batch position {at[0]}" if len(at) == 1 else f"position {at}"
+    role = next((r for name in (site.stage,) + site.computes
+                 for op, r in INDEX_ROLES.items() if name.startswith(op)), "index value")
+    return (f": {role} {index} at {where} of '{site.index_tensor}' is outside "
+            f"[0, {site.size})")

@@ -36,7 +36,7 @@ from ..toolchain import CompiledLibrary, compile_c
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
-from ..schedule.loop_ir import Program
+from ..schedule.loop_ir import Program, nodes
 from ..schedule.lower import lower_kernel
 from ..tune.database import best_configs
 
@@ -90,6 +90,24 @@ def share_out(sizes, count):
     return [sorted(g) for g in groups if g]
 
 
+def translation_units(sizes, apart, count):
+    """The kernels (by index, sizes in `sizes`) in translation units: those in
+    `apart` (the optimizer's updates) and the others each shared out on their
+    own, so a change to one side leaves the other's sources -- and their
+    compiled, cached libraries -- as they were (SGD -> Adam recompiles no
+    forward or backward kernel).
+
+    >>> translation_units([5, 1, 1, 3], {3}, 2)
+    [[0], [1, 2], [3]]
+    """
+    apart = set(apart)
+    out = []
+    for side in ([n for n in range(len(sizes)) if n not in apart], sorted(apart)):
+        if side:
+            out += [[side[j] for j in g] for g in share_out([sizes[n] for n in side], count)]
+    return out
+
+
 @dataclass
 class Candidate:
     """Kernel `index` compiled under `config` (entry `slot` of `library`'s
@@ -123,9 +141,11 @@ class NativeBackend:
         stored = best_configs(kernels, self.target, self.database)
         return [self.tuned.get(k.key) or c for k, c in zip(kernels, stored)]
 
-    def program(self, kernels, views):
-        """A NativeStep running `kernels` in order over `views` ({id(tensor): ndarray})."""
-        return NativeStep(kernels, views, self.found(kernels), self.jobs)
+    def program(self, kernels, views, apart=()):
+        """A NativeStep running `kernels` in order over `views` ({id(tensor): ndarray});
+        the kernels numbered in `apart` (the optimizer's) get translation units
+        of their own."""
+        return NativeStep(kernels, views, self.found(kernels), self.jobs, apart)
 
     def function(self, outputs, inputs):
         """A callable(*arrays) -> tuple of fresh arrays computing `outputs`."""
@@ -149,7 +169,7 @@ class NativeStep:
     >>> step(); step.configs[0]                                   # doctest: +SKIP
     """
 
-    def __init__(self, kernels, views, found, jobs=None):
+    def __init__(self, kernels, views, found, jobs=None, apart=()):
         self.kernels = list(kernels)
         self.configs = [c or default_config(k) for c, k in zip(found, kernels)]
         self.from_database = [c is not None for c in found]
@@ -166,8 +186,8 @@ class NativeStep:
         program = lower_program(kernels, self.configs, leaves, outputs)
         self._sites_lock = threading.Lock()   # candidates number their checked reads in turn
         self._program = program
-        sizes = [len(kernels_source([f], [a])) for f, a in zip(program.kernels, self._aliased)]
-        groups = share_out(sizes, 2 * (jobs or os.cpu_count() or 1))
+        sizes = [sum(1 for _ in nodes(f.body)) for f in program.kernels]   # (printing twice costs)
+        groups = translation_units(sizes, apart, 2 * (jobs or os.cpu_count() or 1))
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)
@@ -182,6 +202,7 @@ class NativeStep:
         self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data) for t in k.inputs + k.outputs]
                       for k in kernels]
         self._err = (ctypes.c_int64 * 2)()
+        self._leaf_views = {t.name: views[id(t)] for t in leaves}
         self._calls = [None] * len(kernels)
         self._running = [None] * len(kernels)   # the Candidate each table entry points into
         for group, library in zip(groups, libraries):
@@ -241,4 +262,4 @@ class NativeStep:
     def _raise(self):
         code, index = self._err[0], self._err[1]
         self._err[0] = self._err[1] = 0
-        self._errors._raise(code, index)  # the OutOfBounds/Memory error nf.build raises
+        self._errors._raise(code, index, self._leaf_views)  # as nf.build's functions raise

@@ -42,8 +42,9 @@ class ReferenceBackend:
 
     name = "reference"
 
-    def program(self, kernels, views):
-        """A callable running `kernels` in order over `views` ({id(tensor): ndarray})."""
+    def program(self, kernels, views, apart=()):
+        """A callable running `kernels` in order over `views` ({id(tensor): ndarray})
+        (`apart`: how native code would group them; nothing here)."""
         calls = []
         for kernel in kernels:
             outs, inputs = detach(kernel)

@@ -195,11 +195,15 @@ class KernelFunc:
 
 
 class Site:
-    """A read checked at run time: which stage reads which tensor's dimension."""
-    __slots__ = ("stage", "tensor", "dim", "size")
+    """A read checked at run time: which stage reads which tensor's dimension;
+    `computes`: the user's computes fused into the stage that make the read
+    (empty: the stage's own); `index_tensor`: the integer input whose value
+    is the index (a gather of labels or ids), or None."""
+    __slots__ = ("stage", "tensor", "dim", "size", "computes", "index_tensor")
 
-    def __init__(self, stage, tensor, dim, size):
+    def __init__(self, stage, tensor, dim, size, computes=(), index_tensor=None):
         self.stage, self.tensor, self.dim, self.size = stage, tensor, dim, size
+        self.computes, self.index_tensor = tuple(computes), index_tensor
 
 
 class Program:

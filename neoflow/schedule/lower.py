@@ -48,6 +48,7 @@ from ..te import dtype as dt
 from ..te.arith import conjuncts, free_vars, interval, negate
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
 from ..te.visit import children, with_children
+from .accumulate import blocked_sums
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import ConfigError, accumulator_levels, level_extents, level_names, validate
 from .loop_ir import (Allocate, Buffer, Check, CDiv, CopyTransposed, For, IfThenElse,
@@ -100,7 +101,8 @@ def lower_kernel(kernel, config, sites):
         buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "local")
     stmts = []
     for t, sc in zip(kernel.stages, config.stages):
-        stmt = _StageLowering(t, sc, buffers, sites).lower()
+        stmt = _StageLowering(t, sc, buffers, sites, kernel.origins.get(t.name))
+        stmt = blocked_sums(stmt.lower())
         if sc.compute_at:
             stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
         else:
@@ -365,8 +367,9 @@ class _Axis:
 
 
 class _StageLowering:
-    def __init__(self, tensor, sc, buffers, sites):
+    def __init__(self, tensor, sc, buffers, sites, origins=None):
         self.st, self.sc = Stage(tensor), sc
+        self.origins = origins or {}   # (tensor, dim) -> computes inlined here that read it
         self.buffers, self.sites = buffers, sites
         self.out = buffers[id(tensor)]
         self.axes = {a: _Axis(a, self.st.axis(a), sc.tile[a]) for a in self.st.axis_names}
@@ -753,7 +756,11 @@ class _StageLowering:
                 value = Cast(dt.INDEX, value)
             if not facts.within(index, t.shape[d]):
                 var = Var("checked")
-                self.sites.append(Site(self.st.tensor.name, t.name, d, t.shape[d]))
+                source = index.a if isinstance(index, Cast) else index
+                gathered = source.tensor.name if isinstance(source, Read) and \
+                    not source.tensor.is_compute else None
+                self.sites.append(Site(self.st.tensor.name, t.name, d, t.shape[d],
+                                       self.origins.get((t.name, d), ()), gathered))
                 checks.append(Check(var, value, t.shape[d], len(self.sites) - 1))
                 value = var
             parts.append(value)

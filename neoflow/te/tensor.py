@@ -8,6 +8,7 @@ A `Tensor` is a node of the tensor DAG. Its `op` says how it is made:
 Hands on: the `Tensor` DAG every later stage consumes.
 """
 import itertools
+import weakref
 import numbers
 
 import numpy as np
@@ -18,6 +19,12 @@ from . import methods
 from .expr import Const, Expr, IterVar, Read, as_expr
 
 _ids = itertools.count()
+_live_computes = weakref.WeakSet()   # every compute still alive (graph/training: forgotten branches)
+
+
+def live_computes():
+    """The computes made so far that are still referenced (in no order)."""
+    return list(_live_computes)
 INITS = ("zeros", "ones", "normal", "uniform", "xavier", "kaiming")
 
 
@@ -51,6 +58,7 @@ class Tensor:
         self.shape, self.dtype, self.op = shape, dtype, op
         self.id = next(_ids)
         self.name = name if name is not None else f"t{self.id}"
+        self.auto_named = name is None    # a parameter may be renamed stably (graph/training)
 
     @property
     def ndim(self):
@@ -240,9 +248,12 @@ def compute(shape, fcompute, name=None):
                              f"for shape {shape}: {e}") from None
         raise
     body = as_expr(body)
-    from .verify import check_body
+    from .verify import check_body, check_reads
     check_body(body, axes, what)
-    return Tensor(shape, body.dtype, name, ComputeOp(axes, body))
+    check_reads(body, what)
+    out = Tensor(shape, body.dtype, name, ComputeOp(axes, body))
+    _live_computes.add(out)
+    return out
 
 
 def _read_broadcast(t, idx, out_shape):

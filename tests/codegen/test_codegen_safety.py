@@ -56,7 +56,10 @@ def test_error_in_an_intermediate_kernel():
 
 def test_an_affine_read_past_the_end_is_checked_too():
     x = nf.placeholder((5,), name="x")
-    y = nf.compute((5,), lambda i: x[i] + x[i + 1], name="pairs")
+    with pytest.raises(OutOfBoundsError, match="index range \\[1, 5\\]"):   # unguarded: refused
+        nf.compute((5,), lambda i: x[i] + x[i + 1], name="pairs")
+    # a guard that lets i = 4 through: x[5] is caught where it runs
+    y = nf.compute((5,), lambda i: x[i] + nf.where(i != 2, x[i + 1], 0.0), name="pairs")
     f = nf.build(y, [x])
     with pytest.raises(OutOfBoundsError, match="'pairs' reads tensor 'x' at index 5 in "
                                                "dimension 0, outside its size 5"):

@@ -1,0 +1,182 @@
+"""Cold start: the time from a freshly defined network to the end of its first training step.
+
+What a user waits for before training starts (issue 16, item 8), on the
+zoo's recurrent cells and its small CNN. Per network, in a process of its
+own (so nothing of one network's build -- imports, the compiler probe, loaded
+libraries -- helps the next), with tuning off and no tuning database:
+  * cold: an empty kernel cache (NEOFLOW_CACHE_DIR a fresh directory): the
+    network is defined, `nf.Trainer(loss, SGD)` is built and one step runs;
+  * warm: in the same process and cache, the network defined again from
+    scratch (new tensors) and trained one step: every C library is a cache
+    hit, what remains is NeoFlow's own Python work;
+  * phases, seconds of each: autodiff (`nf.grad` inside the training graph),
+    fusion (partition and kernel grouping), lowering (schedules to loop IR),
+    codegen (loop IR to C), compile (the C compiler, translation units in
+    parallel, or cache look-ups when warm), the first step's kernels, and
+    the rest (buffer planning, parameter initialisation, checks).
+Writes `coldstart.md` (the table, also printed) and `coldstart.json` to the
+output directory (default bench/results/, not committed). Time is wall-clock
+(time.perf_counter) on whatever else the machine is doing: on a shared
+machine, label the figures as such.
+
+    python bench/coldstart.py                              # the five, the zoo's paper sizes
+    python bench/coldstart.py --networks lltm lenet --preset small
+    python bench/coldstart.py --in-process --preset small  # one process (smoke test)
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+NETWORKS = ("milstm", "scrnn", "sublstm", "lltm", "lenet")
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+PHASES = ("autodiff", "fusion", "lowering", "codegen", "compile", "first_step", "other")
+# phase -> the functions whose time it is (module, attribute where the trainer calls it)
+TIMED = {
+    "autodiff": [("neoflow.graph.training", "grad")],
+    "fusion": [("neoflow.runtime.trainer", "fuse_training_graph")],
+    "lowering": [("neoflow.runtime.native", "lower_program")],
+    "codegen": [("neoflow.runtime.native", "generate_c"),
+                ("neoflow.runtime.native", "generate_entry")],
+    "compile": [("neoflow.runtime.native", "compile_sources")],
+}
+
+
+@contextmanager
+def timed_phases(totals):
+    """While active, the seconds spent in each phase's functions add up in
+    `totals` ({phase: seconds}); nested calls of one phase count once."""
+    import importlib
+    saved, depth = [], {p: 0 for p in TIMED}
+
+    def wrap(phase, fn):
+        def timed(*args, **kwargs):
+            depth[phase] += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                depth[phase] -= 1
+                if not depth[phase]:
+                    totals[phase] = totals.get(phase, 0.0) + time.perf_counter() - t0
+        return timed
+
+    for phase, places in TIMED.items():
+        for module, name in places:
+            mod = importlib.import_module(module)
+            saved.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, wrap(phase, getattr(mod, name)))
+    try:
+        yield totals
+    finally:
+        for mod, name, fn in reversed(saved):
+            setattr(mod, name, fn)
+
+
+def first_step(name, preset):
+    """(seconds to the end of the first step, {phase: seconds}) for a fresh
+    definition of zoo network `name` in this process."""
+    import numpy as np
+    import neoflow as nf
+    from neoflow import zoo
+
+    totals = {}
+    with timed_phases(totals):
+        t0 = time.perf_counter()
+        model = zoo.get(name).build(preset)
+        trainer = nf.Trainer(model.loss, nf.optim.SGD(lr=0.01), database=False)
+        batch = model.make_batch(np.random.default_rng(0))
+        t1 = time.perf_counter()
+        trainer.step(batch)
+        total = time.perf_counter() - t0
+    totals["first_step"] = total - (t1 - t0)
+    totals["other"] = max(0.0, total - sum(totals.get(p, 0.0) for p in PHASES if p != "other"))
+    kernels = len(trainer.kernels)
+    trainer.close()
+    return total, {p: totals.get(p, 0.0) for p in PHASES}, kernels
+
+
+def measure(name, preset):
+    """One network cold then warm, in this process, under a fresh kernel cache."""
+    before = os.environ.get("NEOFLOW_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="nf-coldstart-") as cache:
+        os.environ["NEOFLOW_CACHE_DIR"] = cache
+        try:
+            cold, cold_phases, kernels = first_step(name, preset)
+            warm, warm_phases, _ = first_step(name, preset)
+        finally:
+            if before is None:
+                os.environ.pop("NEOFLOW_CACHE_DIR")
+            else:
+                os.environ["NEOFLOW_CACHE_DIR"] = before
+    return {"network": name, "preset": preset, "kernels": kernels,
+            "cold_s": cold, "warm_s": warm, "cold": cold_phases, "warm": warm_phases}
+
+
+def _in_subprocess(name, preset):
+    command = [sys.executable, __file__, "--one", name, "--preset", preset]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1])] + sys.path))
+    out = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"coldstart of {name} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def markdown(rows):
+    head = ["network", "kernels", "cold s", "warm s"] + [f"cold {p}" for p in PHASES] \
+        + [f"warm {p}" for p in PHASES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["network"], str(r["kernels"]), f"{r['cold_s']:.2f}", f"{r['warm_s']:.2f}"]
+        cells += [f"{r['cold'][p]:.2f}" for p in PHASES] + [f"{r['warm'][p]:.2f}" for p in PHASES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(networks=NETWORKS, preset="default", out_dir=DEFAULT_OUT, in_process=False,
+              log=print):
+    """Cold and warm start of `networks`; writes coldstart.md / .json under
+    `out_dir` and returns {"rows", "markdown", "files"}."""
+    rows = []
+    for name in networks:
+        row = measure(name, preset) if in_process else _in_subprocess(name, preset)
+        log(f"[coldstart] {name}: cold {row['cold_s']:.2f} s, warm {row['warm_s']:.2f} s "
+            f"(compile {row['cold']['compile']:.2f} s cold)")
+        rows.append(row)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(rows)
+    files = {"markdown": str(out / "coldstart.md"), "json": str(out / "coldstart.json")}
+    Path(files["markdown"]).write_text(table)
+    Path(files["json"]).write_text(json.dumps({"rows": rows}, indent=1))
+    return {"rows": rows, "markdown": table, "files": files}
+
+
+def main(argv=None):
+    """Command line: parse `argv`, run, print the table; returns the report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    parser.add_argument("--preset", default="default", choices=("default", "small"))
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output directory")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure every network in this process (quick; not cold for "
+                             "the Python side)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)   # a child process: one network, JSON out
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(args.one, args.preset)))
+        return None
+    report = run_bench(args.networks, args.preset, args.out, args.in_process)
+    print(report["markdown"])
+    print("written:", ", ".join(report["files"].values()))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""bench/coldstart.py at the small preset (its smoke mode): one network in
+this process and one in a child process; every phase is timed, a warm start
+compiles nothing, and the files are written."""
+from pathlib import Path
+
+import pytest
+
+from bench_scripts import load_bench_script
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_bench_script("coldstart")
+
+
+def test_coldstart_smoke(script, tmp_path, capsys):
+    report = script.main(["--networks", "lltm", "--preset", "small", "--in-process",
+                          "--out", str(tmp_path)])
+    (row,) = report["rows"]
+    assert row["network"] == "lltm" and row["kernels"] > 0
+    assert set(row["cold"]) == set(script.PHASES) == set(row["warm"])
+    for phase in ("autodiff", "fusion", "lowering", "codegen", "compile", "first_step"):
+        assert row["cold"][phase] > 0, phase
+    assert row["warm"]["compile"] < row["cold"]["compile"]    # cache hits only
+    assert abs(sum(row["cold"].values()) - row["cold_s"]) < 1e-6 + 0.05 * row["cold_s"]
+    for path in report["files"].values():
+        assert Path(path).stat().st_size > 0
+    assert "| lltm |" in capsys.readouterr().out
+
+
+def test_coldstart_child_process(script, tmp_path):
+    report = script.run_bench(["lenet"], "small", tmp_path, log=lambda *_: None)
+    assert report["rows"][0]["network"] == "lenet" and report["rows"][0]["cold_s"] > 0
