@@ -179,33 +179,43 @@ def clip_by_global_norm(params, grads, max_norm):
     of all gradients together -- one 0-d compute of squared sums (in float64
     if any parameter is) and one 0-d scale that each update reads, so the
     scaling fuses into the updates.
+
     >>> clipped = clip_by_global_norm(params, grads, 1.0)       # doctest: +SKIP
     """
     dtype = "float64" if any(p.dtype == "float64" for p in params) else "float32"
+
     def squares(g):
         axes = [reduce_axis(n, name=f"c{d}") for d, n in enumerate(g.shape)]
         v = g[tuple(axes)]
         v = v if g.dtype == dtype else cast(v, dtype)
         return v * v if not axes else te_sum(v * v, axis=axes)
+
     total = compute((), lambda: functools.reduce(
         lambda a, b: a + b, [squares(grads[p.name]) for p in params]), name="clip.sumsq")
     coef = compute((), lambda: minimum(const(max_norm, dtype) / (sqrt(total[()]) + 1e-6),
                                        const(1.0, dtype)), name="clip.coef")
+
     def scaled(p):
         g = grads[p.name]
         c = coef[()] if g.dtype == dtype else cast(coef[()], g.dtype)
         return compute(g.shape, lambda *i: g[i] * c, name=f"{p.name}.grad.clipped")
     return {p.name: scaled(p) for p in params}
+
+
 class UnreachedParameterWarning(UserWarning):
     """A parameter read by computes that do not reach the loss: it is not trained."""
+
+
 def name_parameters(leaves):
     """Give the unnamed parameters among `leaves` (the loss graph's, in its
     topological order) the names param0, param1, ... in that order -- a
     network built again the same way gets the same names, so its
     `trainer.parameters()` load into the new one. A parameter keeps the
     first name it is given.
+
     >>> w = nf.parameter((3, 2)); name_parameters([x, w]); w.name    # doctest: +SKIP
     'param0'
+    """
     taken = {t.name for t in leaves}
     n = 0
     for t in leaves:
@@ -215,14 +225,18 @@ def name_parameters(leaves):
             t.name, t.auto_named = f"param{n}", False
             taken.add(t.name)
             n += 1
+
+
 def unreached_parameters(loss, graph=None):
     """[(parameter, [branch computes])]: trainable parameters outside the loss's
     graph read by a forgotten branch -- live computes that read a tensor of
     the loss's graph but do not reach the loss -- (or by what such a branch
     reads), in creation order.
+
     >>> h = nf.nn.dense(x, w1); out = nf.nn.dense(h, w2); aux = nf.nn.dense(h, w3)
     >>> [p.name for p, _ in unreached_parameters(nf.nn.mean(out))]   # doctest: +SKIP
     ['w3']
+    """
     ids = {id(t) for t in (graph if graph is not None else topo_tensors([loss]))}
     branches = sorted((c for c in live_computes() if id(c) not in ids
                        and any(id(p) in ids for p in tensor_inputs(c))), key=lambda t: t.id)
@@ -239,6 +253,8 @@ def unreached_parameters(loss, graph=None):
             elif t.is_compute:
                 stack.extend(tensor_inputs(t))
     return sorted(found.values(), key=lambda pb: pb[0].id)
+
+
 def _warn_unreached(loss, graph):
     missed = unreached_parameters(loss, graph)
     if missed:
