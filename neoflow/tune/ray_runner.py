@@ -178,6 +178,11 @@ class RayRunner(Runner):
     def __repr__(self):
         return f"RayRunner({self.address!r})"
 
+    @property
+    def forkable(self):
+        """False once this process holds a Ray connection (a fork cannot use it)."""
+        return not self.ray.is_initialized()
+
     # -- the cluster ------------------------------------------------------------
     def connect(self):
         """Connect to the cluster (once; reuses this process's connection)."""

@@ -22,11 +22,14 @@ from .measure import Measurer
 
 class Runner:
     """What the tuner asks of a runner (LocalRunner and RayRunner are two).
+    `forkable`: whether a forked child process may use it (the background
+    tuner's child; a Ray connection cannot cross a fork).
 
     >>> with runner.session(kernel, timeout=5.0, seed=0) as session:
     ...     [fp] = session.hardware
     ...     results = session.measure({fp: [default_config(kernel)]})
     """
+    forkable = True
 
     def session(self, kernel, *, timeout=10.0, seed=0, source_hook=None, jobs=None, stop=None,
                 hardware=None, threads=None):
@@ -35,6 +38,9 @@ class Runner:
         for the machine it trains on). `threads`: the OpenMP threads kernels
         are timed with where the runner does not fix it."""
         raise NotImplementedError
+
+    def close(self):
+        """Release what the runner holds (nothing, locally)."""
 
 
 class LocalRunner(Runner):

@@ -26,7 +26,7 @@ from .database import Record, open_database
 from .estimate import kernel_estimate
 from .hardware import detect
 from .progress import Progress
-from .runner import LocalRunner
+from .runner import LocalRunner, Runner
 from .search import Search
 
 BATCH = 8
@@ -73,6 +73,9 @@ def tune(outputs, inputs, target="cpu", trials=200, seconds=None, database=None,
         raise TuneError(f"seconds must be positive or None, got {seconds!r}")
     if trials is None and seconds is None:
         raise TuneError("give a budget: trials, seconds or both")
+    if runner is not None and not isinstance(runner, Runner):
+        raise TuneError(f"runner must be None or a runner such as nf.RayRunner(address), got "
+                        f"{type(runner).__name__}")
     kernels, _ = plan_kernels(outputs, inputs)
     db = open_database(database)
     try:
