@@ -23,6 +23,7 @@ process binds and connects to 127.0.0.1 only (loopback_settings()).
 
 Hands on: a runner for tune/tuner.py (tune/runner.py's interface).
 """
+import collections
 import os
 import tempfile
 import threading
@@ -87,6 +88,13 @@ def loopback_settings(scratch):
             "http_proxy": closed, "https_proxy": closed, "HTTP_PROXY": closed,
             "HTTPS_PROXY": closed, "no_proxy": "127.0.0.1,localhost",
             "NO_PROXY": "127.0.0.1,localhost"}
+
+
+def keep_loopback(ray):
+    """Make this process's Ray keep 127.0.0.1 as it is: by default Ray swaps
+    a loopback node address for the host's primary one (what
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 does, for a ray already imported)."""
+    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 _env_lock = threading.Lock()
@@ -159,7 +167,8 @@ class RayRunner(Runner):
     background tuner asks for the trainer's own count). `num_cpus`: what
     each measuring actor reserves on its node (raise it to keep other Ray
     work off a node while it measures). `start_s`: how long a node may take
-    to start its actor before it is left out.
+    to start its actor before it is left out. `measured`: candidates each
+    node (by Ray node id) has measured so far.
 
     >>> rec = nf.tune(C, [A, B], trials=64, runner=nf.RayRunner("auto"))   # doctest: +SKIP
     """
@@ -171,6 +180,7 @@ class RayRunner(Runner):
         self.address, self.threads, self.num_cpus, self.start_s = (address, threads, num_cpus,
                                                                    start_s)
         self._actors = {}          # node id -> actor handle
+        self.measured = collections.Counter()
         self._started_ray = False
         self._scratch = None
         self._lock = threading.Lock()
@@ -192,6 +202,7 @@ class RayRunner(Runner):
         if self.address == "local":
             self._scratch = tempfile.mkdtemp(prefix="neoflow-ray-")
             settings = loopback_settings(self._scratch)
+            keep_loopback(ray)
             with environment(settings):
                 ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
                          _node_ip_address="127.0.0.1", _temp_dir=str(Path(self._scratch) / "ray"),
@@ -347,6 +358,7 @@ class RaySession:
                     self._lose(node, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
                     queue.append((fp, part, None))
                     continue
+                self.runner.measured[node.node] += len(part)
                 for i, (status, median_s, detail) in zip(part, replies):
                     out[i] = Measurement(items[i][1], status, median_s, detail, node.fingerprint)
             now = time.monotonic()
