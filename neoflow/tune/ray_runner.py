@@ -25,6 +25,7 @@ Hands on: a runner for tune/tuner.py (tune/runner.py's interface).
 """
 import collections
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -246,6 +247,9 @@ class RayRunner(Runner):
         if self._started_ray and self.ray.is_initialized():
             self.ray.shutdown()
         self._started_ray = False
+        if self._scratch is not None:       # the private instance's HOME and temp files
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def __enter__(self):
         return self
