@@ -324,6 +324,10 @@ class RaySession:
             self._fall_back(f"no Ray node can measure{wanted} ({len(actors)} node(s) tried)")
 
     # -- measuring ----------------------------------------------------------------
+    def width(self, fingerprint):
+        """Live nodes of `fingerprint`'s class (1 when measuring locally)."""
+        return max(1, sum(n.fingerprint == fingerprint for n in self.nodes))
+
     def measure(self, batches):
         """Measure {fingerprint: [Config]} on the nodes of each class (a
         lost node's chunk goes elsewhere); Measurements in input order,

@@ -4,10 +4,11 @@ The tuner (tune/tuner.py) keeps the search, the cost model and the one
 writer of the database; a runner only measures. `runner.session(kernel,
 ...)` opens a Session for one kernel: `session.hardware` maps each
 hardware fingerprint it can measure on to that machine's Hardware (a
-class of identical machines: their records are shared), and
-`session.measure({fingerprint: [Config, ...]})` returns one Measurement
-per Config, each stamped with the fingerprint of the machine that really
-measured it (a node lost mid-batch hands its Configs to another one).
+class of identical machines: their records are shared);
+`session.width(fingerprint)` says how many machines of a class measure
+at once; `session.measure({fingerprint: [Config, ...]})` returns one
+Measurement per Config, each stamped with the fingerprint of the machine
+that really measured it (a node lost mid-batch hands its Configs on).
 
 LocalRunner measures on this machine in NeoFlow's isolated worker
 processes (tune/measure.py), as nf.tune always has; RayRunner
@@ -76,6 +77,10 @@ class LocalSession:
     def __init__(self, measurer, hw):
         self.measurer, self.fingerprint = measurer, hw.fingerprint
         self.hardware = {hw.fingerprint: hw}
+
+    def width(self, fingerprint):
+        """Machines of `fingerprint`'s class that measure at once (here: one)."""
+        return 1
 
     def measure(self, batches):
         """Every Config of `batches` measured here, in order, stamped with this machine."""

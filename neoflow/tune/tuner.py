@@ -156,7 +156,8 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
     not fix them (default: the runner's choice).
 
     Each hardware class the runner's session offers is tuned with its own
-    search and budget, in lock-step batches, its trials and best stored
+    search and budget, in lock-step batches (`batch` per machine of the
+    class: its machines share them), its trials and best stored
     under its own fingerprint; `only` (a fingerprint) measures on that
     class alone. The Record returned is that of `only`, else of `hw` (this
     machine) when it measured, else of the first class.
@@ -177,7 +178,7 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
             left = None if deadline is None else deadline - time.monotonic()
             sizes = {}
             for fp, lane in lanes.items():
-                size = lane.wanted(trials, batch, left, spent_per_trial)
+                size = lane.wanted(trials, batch * session.width(fp), left, spent_per_trial)
                 if size and fp in session.hardware:
                     sizes[fp] = size
             batches = {fp: lanes[fp].propose(size) for fp, size in sizes.items()}
