@@ -5,6 +5,7 @@ hardware tag standing in for different machines), everything on
 hardware share; a node removed mid-tuning or every node lost does not
 stop tuning; a crashing candidate is recorded; kernels run on the thread
 count asked for; no Ray socket leaves loopback."""
+import faulthandler
 import ipaddress
 import os
 import shutil
@@ -75,11 +76,22 @@ class LocalCluster:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+START_LIMIT_S = 240      # Ray's start-up has no timeout of its own: end the run instead
+
+
 @pytest.fixture(scope="session")
 def cluster():
-    c = LocalCluster()
+    faulthandler.dump_traceback_later(START_LIMIT_S, exit=True)
+    try:
+        c = LocalCluster()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     yield c
-    c.shutdown()
+    faulthandler.dump_traceback_later(START_LIMIT_S, exit=True)
+    try:
+        c.shutdown()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture
@@ -255,3 +267,15 @@ def test_no_ray_socket_leaves_loopback(cluster):
                 seen += 1
                 assert _loopback(s.laddr) and _loopback(s.raddr), (p.name(), p.cmdline()[:3], s)
         assert seen > 0
+
+
+def test_cli_tune_with_ray(cluster, tmp_path, capsys):
+    from neoflow.cli import main
+    path = str(tmp_path / "t.sqlite")
+    with cluster.nodes("cli"):
+        assert main(["tune", "matmul:16,12,8", "--trials", "3", "--ray", "auto", "--threads", "1",
+                     "--database", path]) == 0
+    printed = capsys.readouterr().out
+    assert "records of every hardware" in printed
+    with Database(path) as db:
+        assert [r.hardware for r in db.records()] == [fingerprint("cli", 1)]
