@@ -172,7 +172,7 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
         pause()
     with runner.session(kernel, timeout=timeout, seed=seed, source_hook=source_hook, jobs=jobs,
                         stop=stop, hardware=only, threads=threads) as session:
-        lanes = {fp: _Lane(info, node_hw) for fp, node_hw in session.hardware.items()}
+        lanes = {fp: _Lane(info, node_hw, fp) for fp, node_hw in session.hardware.items()}
         spent_per_trial = None
         while True:
             left = None if deadline is None else deadline - time.monotonic()
@@ -194,7 +194,7 @@ def tune_kernel(kernel, *, db, target="cpu", hw=None, trials=64, seconds=None, s
                 lanes[fp].done += len(configs)
             for fp, group in _by_hardware(results).items():
                 if fp not in lanes:         # a lost node's batch measured elsewhere
-                    lanes[fp] = _Lane(info, session.hardware.get(fp) or hw)
+                    lanes[fp] = _Lane(info, session.hardware.get(fp) or hw, fp)
                 lanes[fp].record(group)
             if bar is not None:
                 best = _pick(lanes, only or hw.fingerprint)
@@ -224,11 +224,12 @@ class _KernelInfo:
 
 
 class _Lane:
-    """The search of one kernel for one hardware class: its Search (pruned
-    and modelled for that hardware), trial count and best Record."""
+    """The search of one kernel for one hardware class (`fingerprint`): its
+    Search (pruned and modelled for that class's Hardware `hw`), trial
+    count and best Record."""
 
-    def __init__(self, info, hw):
-        self.info, self.hw, self.fingerprint = info, hw, hw.fingerprint
+    def __init__(self, info, hw, fingerprint):
+        self.info, self.hw, self.fingerprint = info, hw, fingerprint
         k = info.kernel
         self.search = Search(k, hw, seed=info.seed, prune=info.prune)
         self.search.observe(_past_trials(info.db, k, info.target, self.fingerprint))
