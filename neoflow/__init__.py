@@ -19,5 +19,6 @@ from . import optim
 from .runtime import Trainer, TuningOptions
 from .graph.explain import explain
 from .tune import tune  # the function; the stage's other names: neoflow.tune.<module>
+from .tune.ray_runner import RayRunner
 
 __version__ = "0.1.0"

@@ -43,7 +43,7 @@ def main(argv=None):
                                        "record them in the tuning database")
     add_tune_arguments(tune)
     tune.set_defaults(run=run_tune)
-    db = sub.add_parser("db", help="list or export the tuning database (JSON)")
+    db = sub.add_parser("db", help="list, export, import or merge tuning records (JSON)")
     add_db_arguments(db)
     db.set_defaults(run=run_db)
     bench = sub.add_parser("bench", help=zoo_commands.HELP,

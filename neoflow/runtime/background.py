@@ -34,6 +34,7 @@ from ..errors import NeoFlowError
 from ..tune.database import Database, DatabaseWarning, open_database
 from ..tune.hardware import detect
 from ..tune.measure import Cancelled
+from ..tune.runner import Runner
 from ..tune.tuner import tune_kernel
 
 JOIN_S = 120.0           # longest close() waits for a thread (a compile in flight ends)
@@ -57,7 +58,11 @@ class TuningOptions:
     `trials`: most trials per kernel (a kernel with that many stored counts
     as tuned); `timeout`: seconds one candidate may run; `seed`: the
     search's seed; `source_hook(config, c_source) -> c_source`: rewrites
-    candidates before they are measured (a test hook, as in nf.tune).
+    candidates before they are measured (a test hook, as in nf.tune);
+    `runner`: where candidates are measured (None: this machine; an
+    nf.RayRunner: the Ray nodes whose hardware fingerprint -- thread count
+    included -- is this machine's, since only their schedules fit the
+    training here; none such, and it measures here, with a warning).
 
     >>> nf.Trainer(loss, opt, tuning="background",
     ...            tuning_options=nf.TuningOptions(workers=1, budget_s=60))  # doctest: +SKIP
@@ -69,6 +74,7 @@ class TuningOptions:
     seed: int = 0
     priority: str = "idle"
     source_hook: object = None
+    runner: object = None
 
     def worker_count(self):
         """The number of tuner workers: `workers`, checked, or the default.
@@ -104,6 +110,9 @@ class TuningOptions:
         if not isinstance(self.trials, int) or self.trials < 1:
             raise TuningOptionsError(f"TuningOptions.trials={self.trials!r}: expected a "
                                      "positive int")
+        if self.runner is not None and not isinstance(self.runner, Runner):
+            raise TuningOptionsError(f"TuningOptions.runner={self.runner!r}: expected None or "
+                                     "a runner such as nf.RayRunner(address)")
 
 
 def database_path(database):
@@ -257,7 +266,8 @@ class BackgroundTuner:
                               seconds=seconds, seed=self.options.seed,
                               timeout=self.options.timeout, jobs=self.jobs, stop=self._stop,
                               source_hook=self.options.source_hook, bar=self.progress,
-                              pause=self.pause)
+                              pause=self.pause, runner=self.options.runner,
+                              only=self.hw.fingerprint, threads=self.hw.threads)
             self.results[key] = rec.config
             if self.on_result is not None:
                 self.on_result(key, rec.config)

@@ -19,6 +19,12 @@ the shared build cache), then reports it on a pipe; a listener thread in
 the trainer applies it (`on_result`, which then finds the library in the
 cache) and keeps the counts stats() reads (`tuned`, `results`, `errors`).
 
+With a runner that cannot cross a fork -- an nf.RayRunner whose Ray
+connection is already open in the trainer (a forked child cannot use
+it) -- the tuner runs in the trainer's process instead, in threads: its
+measurements happen on the Ray nodes, but its search still takes turns
+with training for the interpreter lock.
+
 `close()` asks the child to stop (SIGTERM: the measurement in flight ends,
 its worker is killed) and reaps it. The child ignores Ctrl-C, which the
 trainer handles, and stops by itself when the trainer dies
@@ -87,6 +93,9 @@ class TunerProcess:
         self._listener.start()
 
     def _run(self, shares):
+        if not getattr(self.tuner.options.runner, "forkable", True):
+            self._run_here(shares)
+            return
         stop = self.tuner.stop_event
         if self.tuner.options.priority == "idle":
             try:      # while training keeps every core busy, not even the fork happens
@@ -107,12 +116,27 @@ class TunerProcess:
         writer.close()
         self._listen(reader)
 
+    def _run_here(self, shares):
+        """Tune in this process's threads (the runner measures elsewhere)."""
+        def report(key, config):
+            if self.prepare is not None:
+                self.prepare(key, config)
+            self._result(key, config.to_json())
+        self.tuner.on_result = report
+        try:
+            self.tuner.start(shares)
+            self.tuner.wait()
+        finally:
+            self.finished_at = time.monotonic()
+
     def close(self):
         """Stop the child (its measurement in flight is dropped) and reap it."""
         with self._lock:
             self._stopping = True
             self.tuner.stop_event.set()
             process = self._process
+        if not getattr(self.tuner.options.runner, "forkable", True):
+            self.tuner.close()
         if process is not None and process.is_alive():
             process.terminate()
             process.join(JOIN_S)
@@ -173,9 +197,13 @@ def _child(tuner, shares, out, prepare):
 
     tuner.on_result = report
     tuner.on_error = lambda message: out.send(("error", message))
-    tuner.start(shares)
-    tuner.wait()
-    out.close()
+    try:
+        tuner.start(shares)
+        tuner.wait()
+    finally:
+        if tuner.options.runner is not None:    # a Ray connection made here
+            tuner.options.runner.close()
+        out.close()
 
 
 class IdleGate:

@@ -176,10 +176,10 @@ class Database:
                 "WHERE excluded.median_s < best.median_s",
                 (record.kernel, record.target, record.hardware, record.config.to_json(),
                  record.median_s, record.flops, record.trials, record.name, time.time()))
-            self._conn.execute(
-                "UPDATE best SET trials = (SELECT COUNT(*) FROM trials WHERE kernel = ? AND "
-                "target = ? AND hardware = ?) WHERE kernel = ? AND target = ? AND hardware = ?",
-                (record.kernel, record.target, record.hardware) * 2)
+            self._conn.execute(     # the trials stored (or more, as an imported record says)
+                "UPDATE best SET trials = MAX(trials, (SELECT COUNT(*) FROM trials WHERE "
+                "kernel = ? AND target = ? AND hardware = ?)) WHERE kernel = ? AND target = ? "
+                "AND hardware = ?", (record.kernel, record.target, record.hardware) * 2)
         return self.best(record.kernel, record.target, record.hardware)
 
     def forget(self, kernel, target, hardware):

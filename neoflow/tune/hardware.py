@@ -6,6 +6,13 @@ tuning database keys records by the fingerprint, so a schedule tuned on one
 machine is never taken for another's. Where the files are missing (not
 Linux) conservative defaults stand in.
 
+Besides the CPU the fingerprint covers what else decides a kernel's time:
+the C compiler's version line and the flags kernels are built with, the
+OpenMP thread count they run with (OMP_NUM_THREADS, else the cores), the
+C code generator's version, and an optional tag (NEOFLOW_HARDWARE_TAG) for
+what NeoFlow cannot see -- or to keep simulated nodes of one host apart.
+Machines that agree on all of it share their records.
+
 Hands on: a `Hardware` record (`detect()` for this machine).
 """
 import functools
@@ -16,18 +23,23 @@ import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..codegen.c import VERSION as CODEGEN_VERSION
+from ..errors import NeoFlowError
 from ..te import dtype as dt
 
 _CPUINFO = Path("/proc/cpuinfo")
 _CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 # Fallbacks where the system does not say (bytes).
 _DEFAULT_CACHES = {1: 32 << 10, 2: 256 << 10, 3: 8 << 20}
+TAG_ENV = "NEOFLOW_HARDWARE_TAG"
 
 
 @dataclass(frozen=True)
 class Hardware:
     """A CPU as the tuner sees it: cores it may use, SIMD register width in
-    bytes, FMA, per-core L1d and L2 and the shared L3 (bytes).
+    bytes, FMA, per-core L1d and L2 and the shared L3 (bytes); and how
+    kernels are built and run there: OpenMP `threads`, the `compiler`'s
+    version line, the `flags`, the `codegen` version and a `tag`.
 
     >>> hw = Hardware(cores=2, simd_bytes=32, fma=True, l1=32768, l2=524288,
     ...               l3=33554432, model="AMD EPYC", arch="x86_64")
@@ -42,6 +54,11 @@ class Hardware:
     l3: int
     model: str
     arch: str
+    threads: int = 0          # 0: not known (a Hardware made by hand)
+    compiler: str = ""
+    flags: str = ""
+    codegen: str = ""
+    tag: str = ""
 
     def lanes(self, dtype):
         """SIMD lanes of `dtype` (elements per vector register)."""
@@ -64,27 +81,68 @@ class Hardware:
 
     def describe(self):
         """One line for people: "AMD EPYC, 2 cores, AVX2 (32 B) + FMA, L1 32K L2 512K L3 32M"."""
-        return (f"{self.model}, {self.cores} cores, {self.simd_bytes * 8}-bit SIMD"
+        threads = f", {self.threads} threads" if self.threads else ""
+        tag = f", tag {self.tag!r}" if self.tag else ""
+        return (f"{self.model}, {self.cores} cores{threads}, {self.simd_bytes * 8}-bit SIMD"
                 f"{' + FMA' if self.fma else ''}, L1 {_kib(self.l1)} L2 {_kib(self.l2)} "
-                f"L3 {_kib(self.l3)}")
+                f"L3 {_kib(self.l3)}{tag}")
+
+    def to_dict(self):
+        """The fields as a JSON-ready dict (`Hardware(**d)` makes it again)."""
+        return asdict(self)
 
 
-@functools.lru_cache(maxsize=None)
-def detect():
-    """This machine's Hardware (read once per process).
+def detect(threads=None):
+    """This machine's Hardware (read once per process), with kernels run on
+    `threads` OpenMP threads (default: what OMP_NUM_THREADS says, else the
+    cores -- what a measuring worker started from this process uses).
 
     >>> detect().cores >= 1
     True
+    >>> detect(threads=3).threads
+    3
     """
+    return _detect(omp_threads() if threads is None else int(threads),
+                   os.environ.get(TAG_ENV, ""))
+
+
+@functools.lru_cache(maxsize=None)
+def _detect(threads, tag):
     info = _cpuinfo()
     flags = set(info.get("flags", info.get("Features", "")).split())
     caches = _caches()
+    compiler, build_flags = _toolchain()
     return Hardware(cores=_cores(), simd_bytes=_simd_bytes(flags, platform.machine()),
                     fma="fma" in flags or "asimd" in flags,
                     l1=caches.get(1, _DEFAULT_CACHES[1]), l2=caches.get(2, _DEFAULT_CACHES[2]),
                     l3=caches.get(3, _DEFAULT_CACHES[3]),
                     model=info.get("model name", platform.processor() or "unknown").strip(),
-                    arch=platform.machine())
+                    arch=platform.machine(), threads=threads, compiler=compiler,
+                    flags=build_flags, codegen=CODEGEN_VERSION, tag=tag)
+
+
+def omp_threads(env=None):
+    """The OpenMP threads a kernel gets in a process started with `env`
+    (default os.environ): the first number of OMP_NUM_THREADS, else the
+    cores this process may use.
+
+    >>> omp_threads({"OMP_NUM_THREADS": "3,1"})
+    3
+    """
+    env = os.environ if env is None else env
+    first = env.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else _cores()
+
+
+def _toolchain():
+    """(compiler version line, flags) kernels are built with here; ("none",
+    "") without a C compiler (nothing can be measured then anyway)."""
+    from ..toolchain.compiler import compile_flags, find_compiler
+    try:
+        cc = find_compiler()
+        return cc.version, " ".join(compile_flags(cc, openmp=True, sanitize=False))
+    except NeoFlowError:
+        return "none", ""
 
 
 def _cores():

@@ -1,5 +1,7 @@
 """tune/measure: build candidate schedules and time them in an isolated
-worker process (tune/worker.py).
+worker process (tune/worker.py). `Measurer` does it for a kernel's
+Configs; `SourceMeasurer`, the half that runs where the timing happens,
+for C sources generated elsewhere (a Ray node, tune/ray_runner.py).
 
 A batch is lowered and compiled first, several compiles at once (each is
 a compiler subprocess), then run one by one in the worker, so nothing else
@@ -55,65 +57,78 @@ class Measurement:
     status: str
     median_s: float = None
     detail: str = ""
+    hardware: str = ""       # the fingerprint of the machine that measured it (runners set it)
 
 
-class Measurer:
-    """Builds and times Configs of one kernel; a context manager.
+def kernel_source(kernel, config):
+    """The C source of `kernel` alone under `config` (nf_main: inputs, outputs).
 
-    `timeout` bounds one candidate's run (seconds); `jobs` compiles run at
-    once (default: one per core); `stop`, a threading.Event, cancels the
-    batch in flight when set (`Cancelled`); `source_hook(config, source) ->
-    source` rewrites a candidate's C before it is compiled (a test hook:
-    inject a crash, a hang, a wrong result).
+    >>> "nf_main(" in kernel_source(kernel, default_config(kernel))
+    True
+    """
+    return generate_c(lower_program([kernel], [config], list(kernel.inputs),
+                                    list(kernel.outputs)))
 
-    >>> with Measurer(kernel, timeout=5) as m:
-    ...     [r] = m.measure([default_config(kernel)])
-    >>> r.status
-    'ok'
+
+def worker_specs(kernel):
+    """{"inputs": [[shape, dtype name]...], "outputs": [...]} of `kernel`, what
+    the measuring worker allocates (plain JSON: it travels to other nodes).
+
+    >>> worker_specs(kernel)["inputs"]
+    [[[32, 16], 'float32'], [[16, 24], 'float32']]
+    """
+    def specs(tensors):
+        return [[list(t.shape), dt.to_numpy(t.dtype).name] for t in tensors]
+    return {"inputs": specs(kernel.inputs), "outputs": specs(kernel.outputs)}
+
+
+class SourceMeasurer:
+    """Builds and times C sources of one kernel's entry on this machine; a
+    context manager. The machine-side half of measuring: a Ray node runs it
+    on sources the driver generated (tune/ray_runner.py).
+
+    `reference`: the source of the default schedule, the check every
+    candidate must agree with; `specs`: worker_specs(kernel); `label`
+    names the kernel in errors; `env`: variables set for the worker process
+    (OMP_NUM_THREADS: the threads kernels are timed with); the rest as in
+    Measurer.
+
+    >>> with SourceMeasurer(src, worker_specs(kernel), timeout=5) as m:
+    ...     [r] = m.measure_sources([(config, src)])
     """
 
-    def __init__(self, kernel, *, timeout=10.0, repeats=5, min_time=0.05, seed=0,
-                 jobs=None, source_hook=None, stop=None):
-        self.kernel, self.timeout, self.stop = kernel, float(timeout), stop
+    def __init__(self, reference, specs, *, timeout=10.0, repeats=5, min_time=0.05, seed=0,
+                 jobs=None, stop=None, env=None, label="the kernel"):
+        self.timeout, self.stop, self.label = float(timeout), stop, label
         self.repeats, self.min_time, self.seed = repeats, min_time, seed
         self.jobs = jobs or max(1, os.cpu_count() or 1)
-        self.source_hook = source_hook
+        self.specs, self.env = specs, env
         self._proc, self._runs, self._buffer = None, 0, b""
         try:
-            self._reference = self._build(default_config(kernel), hook=False)
+            self._reference = _compile(reference)
         except NeoFlowError as e:
-            raise MeasureError(f"the default schedule of {kernel} does not build: {e}") from None
+            raise MeasureError(f"the default schedule of {label} does not build: {e}") from None
 
     # -- building ----------------------------------------------------------
-    def source(self, config):
-        """The C source of the kernel alone under `config` (nf_main: inputs, outputs)."""
-        k = self.kernel
-        return generate_c(lower_program([k], [config], list(k.inputs), list(k.outputs)))
-
-    def _build(self, config, hook=True):
-        source = self.source(config)
-        if hook and self.source_hook is not None:
-            source = self.source_hook(config, source)
-        return str(compile_c(source).path)
-
-    def build_all(self, configs):
-        """[(library path or None, error text)] for `configs`, compiled in parallel."""
-        def one(config):
+    def build_all(self, sources):
+        """[(library path or None, error text)] for C `sources`, compiled in parallel."""
+        def one(source):
             try:
-                return self._build(config), ""
+                return _compile(source), ""
             except NeoFlowError as e:
                 return None, str(e).splitlines()[0][:300]
-        if len(configs) == 1 or self.jobs == 1:
-            return [one(c) for c in configs]
+        if len(sources) == 1 or self.jobs == 1:
+            return [one(s) for s in sources]
         with ThreadPoolExecutor(self.jobs) as pool:
-            return list(pool.map(one, configs))
+            return list(pool.map(one, sources))
 
     # -- measuring -----------------------------------------------------------
-    def measure(self, configs):
-        """Build then time `configs`; one Measurement each, in order."""
+    def measure_sources(self, items):
+        """Build then time (config, C source) pairs; one Measurement each, in order."""
+        items = list(items)
         out = []
         self._check_stop()
-        for config, (path, error) in zip(configs, self.build_all(list(configs))):
+        for (config, _), (path, error) in zip(items, self.build_all([s for _, s in items])):
             self._check_stop()
             if path is None:
                 out.append(Measurement(config, "build", None, error))
@@ -140,20 +155,18 @@ class Measurer:
 
     def _start(self):
         self.close()
-        k = self.kernel
+        env = None if self.env is None else {**os.environ, **self.env}
         self._proc = subprocess.Popen(
             [sys.executable, "-u", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+            stderr=subprocess.DEVNULL, start_new_session=True, env=env)
         self._buffer, self._runs = b"", 0
-        setup = {"op": "setup", "seed": self.seed, "reference": self._reference,
-                 "inputs": [[list(t.shape), dt.to_numpy(t.dtype).name] for t in k.inputs],
-                 "outputs": [[list(t.shape), dt.to_numpy(t.dtype).name] for t in k.outputs]}
+        setup = {"op": "setup", "seed": self.seed, "reference": self._reference, **self.specs}
         reply = self._exchange(setup, max(60.0, self.timeout))
         if isinstance(reply, Measurement) or not reply.get("ok"):
             detail = reply.detail if isinstance(reply, Measurement) else reply.get("detail")
             self.close()
-            raise MeasureError(f"the default schedule of {k} does not run in the measuring "
-                               f"worker: {detail}")
+            raise MeasureError(f"the default schedule of {self.label} does not run in the "
+                               f"measuring worker: {detail}")
 
     def _exchange(self, message, timeout):
         proc = self._proc
@@ -190,7 +203,7 @@ class Measurer:
     def _check_stop(self):
         if self.stop is not None and self.stop.is_set():
             self.close()
-            raise Cancelled(f"measuring {self.kernel} was stopped")
+            raise Cancelled(f"measuring {self.label} was stopped")
 
     def close(self):
         """Stop the worker process (if one runs)."""
@@ -214,3 +227,37 @@ class Measurer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Measurer(SourceMeasurer):
+    """Builds and times Configs of one kernel; a context manager.
+
+    `timeout` bounds one candidate's run (seconds); `jobs` compiles run at
+    once (default: one per core); `stop`, a threading.Event, cancels the
+    batch in flight when set (`Cancelled`); `source_hook(config, source) ->
+    source` rewrites a candidate's C before it is compiled (a test hook:
+    inject a crash, a hang, a wrong result).
+
+    >>> with Measurer(kernel, timeout=5) as m:
+    ...     [r] = m.measure([default_config(kernel)])
+    >>> r.status
+    'ok'
+    """
+
+    def __init__(self, kernel, *, source_hook=None, **options):
+        self.kernel, self.source_hook = kernel, source_hook
+        super().__init__(kernel_source(kernel, default_config(kernel)), worker_specs(kernel),
+                         label=str(kernel), **options)
+
+    def source(self, config):
+        """The candidate's C source, rewritten by the source hook if there is one."""
+        source = kernel_source(self.kernel, config)
+        return source if self.source_hook is None else self.source_hook(config, source)
+
+    def measure(self, configs):
+        """Build then time `configs`; one Measurement each, in order."""
+        return self.measure_sources([(c, self.source(c)) for c in configs])
+
+
+def _compile(source):
+    return str(compile_c(source).path)

@@ -5,4 +5,8 @@ exported kernel table and entry `nf_main`), or the entry alone.
 """
 from .printer import ENTRY, TABLE, generate_c, generate_entry
 
-__all__ = ["ENTRY", "TABLE", "generate_c", "generate_entry"]
+# Bump when the printer's output for a schedule changes (and with it the
+# schedule's time): the tuning database's hardware fingerprint carries it.
+VERSION = "1"
+
+__all__ = ["ENTRY", "TABLE", "VERSION", "generate_c", "generate_entry"]
