@@ -17,6 +17,8 @@ from .te.tensor import Tensor
 from .toolchain import compile_c
 from .tune.database import best_configs
 
+TARGETS = ("cpu", "cuda")
+
 
 def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitize=False,
           fusion=True):
@@ -33,7 +35,9 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     `nf.tune` recorded for it in `database` (None: the per-user tuning
     database, if there is one; False: none; a path or an nf.tune.Database),
     else `default_config`. An unreadable database warns once and never
-    fails the build. `sanitize=True` builds with
+    fails the build. `target="cuda"` generates Triton kernels from the same
+    loop IR and returns a CudaFunction (torch tensors in and out; docs/gpu.md).
+    `sanitize=True` builds with
     AddressSanitizer (load only in a process with `asan_runtime_path()` in
     LD_PRELOAD).
 
@@ -43,15 +47,16 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     >>> f(np.ones((2, 3), np.float32)).shape
     (3, 2)
     """
-    if target != "cpu":
-        raise NeoFlowError(f"target {target!r}: only 'cpu' is supported; the GPU backend is "
-                           "not available yet")
+    if target not in TARGETS:
+        raise NeoFlowError(f"target {target!r}: expected one of {TARGETS}")
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
     computed = computed_tensors(outs)
     kernels, fused = partition(computed, fusion)
-    chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
+    chosen = _configs_for(kernels, configs, best_configs(kernels, target, database), target)
+    if target == "cuda":
+        return _build_cuda(outs, single, inputs, fused, kernels, chosen, database, computed)
     program = lower_program(kernels, chosen, inputs, fused)
     source = generate_c(program)
     library = compile_c(source, sanitize=sanitize)
@@ -59,7 +64,22 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
                          library, database, originals=computed)
 
 
-def _configs_for(kernels, configs, tuned):
+def _build_cuda(outs, single, inputs, fused, kernels, chosen, database, computed):
+    """The GPU half of `build`: Triton kernels from the same loop IR (docs/gpu.md)."""
+    from .codegen.triton import check_triton, generate_triton
+    from .runtime.cuda import CudaFunction, require_device
+    from .schedule.config import validate_gpu
+    device = require_device()
+    for cfg, kernel in zip(chosen, kernels):
+        validate_gpu(cfg, kernel)
+    program = lower_program(kernels, chosen, inputs, fused)
+    triton = generate_triton(program, [c.gpu for c in chosen])
+    check_triton(triton)
+    return CudaFunction(outs, single, inputs, fused, kernels, chosen, program, triton, database,
+                        device, originals=computed)
+
+
+def _configs_for(kernels, configs, tuned, target="cpu"):
     """Per kernel: the config given, else the tuned one, else the default."""
     if configs is None:
         given = [None] * len(kernels)
@@ -76,7 +96,7 @@ def _configs_for(kernels, configs, tuned):
         if len(given) != len(kernels):
             raise NeoFlowError(f"nf.build: {len(given)} configs given for {len(kernels)} "
                                "kernels")
-    return [c if c is not None else t if t is not None else default_config(k)
+    return [c if c is not None else t if t is not None else default_config(k, target)
             for c, t, k in zip(given, tuned, kernels)]
 
 

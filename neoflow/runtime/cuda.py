@@ -1,0 +1,171 @@
+"""runtime/cuda: the GPU side of the runtime -- which device runs Triton
+kernels, loading generated Triton source, device buffers, and a built GPU
+computation as a Python callable.
+
+The device is a CUDA GPU, or, when TRITON_INTERPRET=1 is set, the CPU: the
+interpreter runs the same kernels on CPU torch tensors (slow; for tests).
+Inputs are torch tensors on that device (used as they are when contiguous
+and of the right dtype) or NumPy arrays (copied); outputs are fresh torch
+tensors on it. Temporaries between kernels are device tensors allocated per
+call; a kernel's checked read reports into a two-element int64 `err` tensor
+read back once per call.
+
+Hands on: `CudaFunction` (what `nf.build(..., target="cuda")` returns).
+"""
+import hashlib
+import importlib.util
+import os
+import sys
+
+from ..errors import InputError, MissingDependencyError
+from ..te import dtype as dt
+from .function import BuiltFunction
+
+TORCH_DTYPES = ("float32", "float64", "int32", "int64", "bool")
+
+
+def interpreting():
+    """Whether Triton's interpreter stands in for a GPU (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def require_device():
+    """The torch device name kernels run on ("cuda", or "cpu" under the
+    interpreter); MissingDependencyError says what is missing otherwise.
+
+    >>> require_device()          # doctest: +SKIP
+    'cuda'
+    """
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"target='cuda' needs triton and torch ({e.name} is missing): install the "
+            "'neoflow[gpu]' extra (pip install 'neoflow[gpu]')") from None
+    if interpreting():
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise MissingDependencyError(
+            "target='cuda' needs an NVIDIA GPU and a CUDA build of torch "
+            f"(torch {torch.__version__} sees no CUDA device); set TRITON_INTERPRET=1 to run "
+            "the kernels in Triton's interpreter on the CPU instead (slow; for tests)")
+    return "cuda"
+
+
+def torch_dtype(name):
+    import torch
+    return getattr(torch, name)
+
+
+def load_module(source):
+    """Import generated Triton `source` (triton.jit reads a function's text from
+    its file, so the source is written to the kernel cache first)."""
+    from ..toolchain.cache import cache_dir
+    key = hashlib.sha256(source.encode()).hexdigest()
+    folder = cache_dir() / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"nf_{key[:32]}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    name = f"neoflow_triton_{key[:32]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def as_device_tensor(tensor, value, device):
+    """`value` (torch tensor or array-like) as a contiguous torch tensor of
+    `tensor`'s shape and dtype on `device`; InputError names the input."""
+    import torch
+    want = torch_dtype(tensor.dtype)
+    if not isinstance(value, torch.Tensor):
+        import numpy as np
+        arr = np.asarray(value)
+        if arr.dtype != dt.to_numpy(tensor.dtype):
+            raise InputError(f"input '{tensor.name}': expected dtype {tensor.dtype}, got "
+                             f"{arr.dtype}")
+        value = torch.from_numpy(np.ascontiguousarray(arr))
+    if value.dtype != want:
+        raise InputError(f"input '{tensor.name}': expected dtype {tensor.dtype}, got "
+                         f"{value.dtype}")
+    if tuple(value.shape) != tuple(tensor.shape):
+        raise InputError(f"input '{tensor.name}': expected shape {tuple(tensor.shape)}, got "
+                         f"{tuple(value.shape)}")
+    if value.device.type != device:
+        value = value.to(device)
+    return value.contiguous()
+
+
+class CudaFunction:
+    """A computation built for the GPU: call it with torch tensors (or arrays).
+
+    `source` is the generated Triton module; `launches` the kernels it runs in
+    order; `kernels`/`configs` how it was cut and scheduled.
+
+    >>> f = nf.build(B, [A], target="cuda"); y = f(torch.ones(2, 3))   # doctest: +SKIP
+    """
+
+    def __init__(self, outputs, single, inputs, computed, kernels, configs, program, triton,
+                 database, device, originals=None):
+        self.outputs, self.inputs, self.kernels, self.configs = outputs, inputs, kernels, configs
+        self.source, self.launches, self.database = triton.source, triton.launches, database
+        self.device, self.program = device, program
+        self._single, self._computed, self._sites = single, computed, program.sites
+        self._originals = computed if originals is None else originals
+        self._module = load_module(self.source)
+        self._handout = BuiltFunction._handout_plan(self)
+        self._locals = _kernel_locals(program)
+
+    def __repr__(self):
+        names = ", ".join(t.name for t in self.inputs)
+        return f"<CudaFunction ({names}) -> {len(self.outputs)} output(s), " \
+               f"{len(self.launches)} launch(es)>"
+
+    def __call__(self, *args):
+        import torch
+        if len(args) != len(self.inputs):
+            names = ", ".join(f"'{t.name}'" for t in self.inputs)
+            raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
+        arrays = [as_device_tensor(t, a, self.device) for t, a in zip(self.inputs, args)]
+        results = [torch.empty(t.shape, dtype=torch_dtype(t.dtype), device=self.device)
+                   for t in self._computed]
+        self.run(arrays, results)
+        pools = (results, arrays)
+        outs = [pools[pool][n].clone() if copy else pools[pool][n]
+                for pool, n, copy in self._handout]
+        return outs[0] if self._single else tuple(outs)
+
+    def run(self, arrays, results):
+        """Run every launch on device tensors `arrays` (inputs) into `results`."""
+        import torch
+        prog = self.program
+        device = {id(b): a for b, a in zip(prog.inputs, arrays)}
+        device.update({id(b): r for b, r in zip(prog.outputs, results)})
+        for b in prog.temps + self._locals:
+            device[id(b)] = torch.empty(b.shape or (1,), dtype=torch_dtype(b.dtype),
+                                        device=self.device)
+        err = torch.zeros(2, dtype=torch.int64, device=self.device)
+        for launch in self.launches:
+            call = prog.calls[launch.kernel]
+            func = prog.kernels[launch.kernel]
+            formal = {id(f): device[id(a)] for f, a in zip(func.inputs + func.outputs, call)}
+            formal.update({id(b): device[id(b)] for b in self._locals})
+            fn = getattr(self._module, launch.name)
+            fn[launch.grid](*[formal[id(b)] for b in launch.buffers], err,
+                            num_warps=launch.num_warps, num_stages=launch.num_stages,
+                            **launch.blocks)
+        code, index = (int(v) for v in err.cpu())
+        if code:
+            BuiltFunction._raise(self, code, index)
+
+
+def _kernel_locals(program):
+    from ..codegen.triton.printer import heap_locals
+    return [b for func in program.kernels for b in heap_locals(func.body)]
