@@ -18,7 +18,7 @@ import os
 import sys
 
 from ..errors import InputError, MissingDependencyError
-from ..te import dtype as dt
+from ..te.feed import as_input_array
 from .function import BuiltFunction
 
 TORCH_DTYPES = ("float32", "float64", "int32", "int64", "bool")
@@ -86,12 +86,7 @@ def as_device_tensor(tensor, value, device):
     import torch
     want = torch_dtype(tensor.dtype)
     if not isinstance(value, torch.Tensor):
-        import numpy as np
-        arr = np.asarray(value)
-        if arr.dtype != dt.to_numpy(tensor.dtype):
-            raise InputError(f"input '{tensor.name}': expected dtype {tensor.dtype}, got "
-                             f"{arr.dtype}")
-        value = torch.from_numpy(np.ascontiguousarray(arr))
+        value = torch.from_numpy(as_input_array(tensor, value))
     if value.dtype != want:
         raise InputError(f"input '{tensor.name}': expected dtype {tensor.dtype}, got "
                          f"{value.dtype}")

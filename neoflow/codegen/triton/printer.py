@@ -44,15 +44,15 @@ TL_DTYPES = {"float32": "tl.float32", "float64": "tl.float64", "int32": "tl.int3
              "int64": "tl.int64", "bool": "tl.int1"}
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
           "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
-_UNARY = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt_rn({})",
+_UNARY = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "_nf_sqrt({})",
           "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})", "floor": "tl.floor({})",
-          "tanh": "_nf_tanh({})", "rsqrt": "(1.0 / tl.sqrt_rn({}))", "neg": "(-{})",
+          "tanh": "_nf_tanh({})", "rsqrt": "(1.0 / _nf_sqrt({}))", "neg": "(-{})",
           "not": "({} == 0)"}
 _REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _COMBINE = {"sum": "({} + {})", "max": "_nf_max({}, {})", "min": "_nf_min({}, {})"}
 WIDE = (1 << 31) - 1        # sizes past this index in int64
 MAX_PERSISTENT = 4096     # reduce points one persistent block may hold
-BIG = 1 << 40               # stands for +/- infinity in bound reductions
+BIG = {False: (1 << 31) - 1, True: 1 << 62}   # +/- infinity in bound reductions (by width)
 
 PRELUDE = '''\
 import triton
@@ -67,6 +67,14 @@ def _nf_tanh(x):
     e = tl.exp(-2.0 * tl.abs(x))
     t = (1.0 - e) / (1.0 + e)
     return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def _nf_sqrt(x):
+    if x.dtype == tl.float32:
+        return tl.sqrt_rn(x)
+    else:
+        return tl.sqrt(x)
 
 
 @triton.jit
@@ -178,10 +186,14 @@ def heap_locals(body):
 class _Scope:
     """What the statements being printed run under: the mask (a name), a
     zero tensor of the current shape (pointer offsets are broadcast to it)."""
-    __slots__ = ("mask", "zero")
+    __slots__ = ("mask", "zero", "block", "shape")
 
-    def __init__(self, mask, zero):
-        self.mask, self.zero = mask, zero
+    def __init__(self, mask, zero, block=False, shape="[XBLOCK, 1]"):
+        self.mask, self.zero, self.block = mask, zero, block   # block: inside a block reduction
+        self.shape = shape
+
+    def under(self, mask):
+        return _Scope(mask, self.zero, self.block, self.shape)
 
 
 class _LaunchPrinter:
@@ -283,17 +295,17 @@ class _LaunchPrinter:
                                    "no register form (GPU configs keep one-element "
                                    "accumulators)")
             reg = self.regs[id(b)] = self.fresh("acc")
-            self.emit(d, f"{reg} = tl.zeros([XBLOCK, 1], {TL_DTYPES[b.dtype]})")
+            self.emit(d, f"{reg} = {sc.zero}.to({TL_DTYPES[b.dtype]})")
             self.stmt(s.body, d, sc)
         elif isinstance(s, Store):
             self._store(s, d, sc)
         elif isinstance(s, IfThenElse):
             cond = self.expr(s.cond, d, sc)
             then = self._mask(d, f"{sc.mask} & ({cond})")
-            self.stmt(s.then, d, _Scope(then, sc.zero))
+            self.stmt(s.then, d, sc.under(then))
             if s.else_ is not None:
                 other = self._mask(d, f"{sc.mask} & (({cond}) == 0)")
-                self.stmt(s.else_, d, _Scope(other, sc.zero))
+                self.stmt(s.else_, d, sc.under(other))
         else:
             raise NeoFlowError(f"triton codegen: cannot print statement {type(s).__name__}")
 
@@ -304,25 +316,35 @@ class _LaunchPrinter:
 
     def _store(self, s, d, sc):
         b = s.buffer
-        value = self.expr(s.value, d, sc)
         if b.scope == "stack":
+            value = self.expr(s.value, d, sc)
             reg = self.regs[id(b)]
             self.emit(d, f"{reg} = tl.where({sc.mask}, ({value}), {reg})"
                          f".to({TL_DTYPES[b.dtype]})")
             return
         index = self.expr(s.index, d, sc)
-        self.emit(d, f"tl.store({self.buf(b)} + ({index} + {sc.zero}), "
-                     f"({value}).to({TL_DTYPES[b.dtype]}), mask={sc.mask})")
+        value = self.typed(s.value, b.dtype, d, sc)
+        self.emit(d, f"tl.store({self.buf(b)} + ({index} + {sc.zero}), {value}, "
+                     f"mask={sc.mask})")
+
+    def typed(self, e, dtype, d, sc):
+        """`e` as a tensor of `dtype` (a constant becomes a full tile)."""
+        if isinstance(e, Const):
+            value = e.value if dtype != dt.BOOL else bool(e.value)
+            if dt.is_int(dtype) or dtype == dt.BOOL:
+                value = int(value)
+            return f"tl.full({sc.shape}, {_const(Const(value, dtype))}, {TL_DTYPES[dtype]})"
+        return f"({self.expr(e, d, sc)}).to({TL_DTYPES[dtype]})"
 
     def _for(self, s, d, sc):
-        if s.kind == "vectorized" and s.reduction is not None:
+        if s.kind == "vectorized" and s.reduction is not None and not sc.block:
             return self._block_reduction(s, d, sc)
         begin, end = self.expr(s.begin, d, sc), self.expr(s.end, d, sc)
         varying = self._is_varying(s.begin) or self._is_varying(s.end)
         v = self.fresh("i")
         if varying:
-            lo = f"tl.min(tl.where({sc.mask}, {begin}, {BIG}))"
-            hi = f"tl.max(tl.where({sc.mask}, {end}, {-BIG}))"
+            lo = f"tl.min(tl.where({sc.mask}, {begin}, {BIG[self.wide]}))"
+            hi = f"tl.max(tl.where({sc.mask}, {end}, {-BIG[self.wide]}))"
         else:
             lo, hi = begin, end
         self.emit(d, f"for {v} in range({lo}, {hi}):")
@@ -335,8 +357,8 @@ class _LaunchPrinter:
         inner = sc
         if varying:
             self.varying.add(id(s.var))
-            inner = _Scope(self._mask(d + 1, f"{sc.mask} & ({name} >= {begin}) & "
-                                             f"({name} < {end})"), sc.zero)
+            inner = sc.under(self._mask(d + 1, f"{sc.mask} & ({name} >= {begin}) & "
+                                               f"({name} < {end})"))
         self.emit(d + 1, "pass")
         self.stmt(s.body, d + 1, inner)
         self.memo.pop()
@@ -365,8 +387,8 @@ class _LaunchPrinter:
             ident = str(_int_identity(op, acc.dtype))
         self.emit(d, f"{tile} = tl.full([XBLOCK, {block}], {ident}, {t})")
         if varying:
-            lo = f"tl.min(tl.where({sc.mask}, {begin}, {BIG}))"
-            hi = f"tl.max(tl.where({sc.mask}, {end}, {-BIG}))"
+            lo = f"tl.min(tl.where({sc.mask}, {begin}, {BIG[self.wide]}))"
+            hi = f"tl.max(tl.where({sc.mask}, {end}, {-BIG[self.wide]}))"
         else:
             lo, hi = begin, end
         base = self.fresh("r")
@@ -387,7 +409,7 @@ class _LaunchPrinter:
         lower = f" & ({rv} >= {begin})" if varying else ""
         mask = self._mask(dd, f"{sc.mask} & ({rv} < {end}){lower}")
         self.regs[id(acc)] = tile
-        self.stmt(s.body, dd, _Scope(mask, zero))
+        self.stmt(s.body, dd, _Scope(mask, zero, True, f"[XBLOCK, {block}]"))
         self.regs[id(acc)] = outer
         self.memo.pop()
         part = f"{_REDUCE[op]}({tile}, 1)[:, None]"
@@ -407,6 +429,8 @@ class _LaunchPrinter:
     # -- expressions ------------------------------------------------------------
     def expr(self, e, d, sc):
         if isinstance(e, Const):
+            if dt.is_int(e.dtype) and not -(1 << 31) <= e.value < 1 << 31:
+                return f"tl.full({sc.shape}, {int(e.value)}, tl.int64)"
             return _const(e)
         if isinstance(e, IterVar):
             return self.var(e)
@@ -441,10 +465,12 @@ class _LaunchPrinter:
             cond = self.expr(e.cond, d, sc)
             then = self._mask(d, f"{sc.mask} & ({cond})")
             other = self._mask(d, f"{sc.mask} & (({cond}) == 0)")
-            t = self.expr(e.t, d, _Scope(then, sc.zero))
-            f = self.expr(e.f, d, _Scope(other, sc.zero))
+            t = self.expr(e.t, d, sc.under(then))
+            f = self.expr(e.f, d, sc.under(other))
             return f"tl.where({cond}, {t}, {f})"
         if isinstance(e, Cast):
+            if isinstance(e.a, Const):
+                return self.typed(e.a, e.dtype, d, sc)
             a = self.expr(e.a, d, sc)
             if e.dtype == dt.BOOL:
                 return f"({a} != 0)"
