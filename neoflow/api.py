@@ -66,15 +66,9 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
 
 def _build_cuda(outs, single, inputs, fused, kernels, chosen, database, computed):
     """The GPU half of `build`: Triton kernels from the same loop IR (docs/gpu.md)."""
-    from .codegen.triton import check_triton, generate_triton
-    from .runtime.cuda import CudaFunction, require_device
-    from .schedule.config import validate_gpu
+    from .runtime.cuda import CudaFunction, compile_program, require_device
     device = require_device()
-    for cfg, kernel in zip(chosen, kernels):
-        validate_gpu(cfg, kernel)
-    program = lower_program(kernels, chosen, inputs, fused)
-    triton = generate_triton(program, [c.gpu for c in chosen])
-    check_triton(triton)
+    program, triton = compile_program(kernels, chosen, inputs, fused)
     return CudaFunction(outs, single, inputs, fused, kernels, chosen, program, triton, database,
                         device, originals=computed)
 

@@ -78,6 +78,16 @@ def _nf_sqrt(x):
 
 
 @triton.jit
+def _nf_bf16(x):
+    # float32 -> the nearest bfloat16 (ties to even), kept in float32: integer
+    # rounding of the bits, exact on the GPU and in the interpreter (whose own
+    # float32 -> bfloat16 cast truncates)
+    u = x.to(tl.uint32, bitcast=True)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, u.to(tl.float32, bitcast=True))
+
+
+@triton.jit
 def _nf_max(a, b):
     return tl.where((a > b) | (a != a), a, b)
 
@@ -135,9 +145,12 @@ def next_pow2(n):
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def generate_triton(program, gpu_params):
+def generate_triton(program, gpu_params, bf16=False):
     """Triton source of a Program; `gpu_params[n]` is kernel n's GPU schedule
     (schedule/config.py `GpuParams`: xblock, rblock, num_warps, num_stages).
+    `bf16`: contractions read their float32 operands rounded to bfloat16
+    (round to nearest even) and accumulate in float32 (torch.autocast's
+    policy; see `is_contraction`); everything else stays float32.
 
     >>> tp = generate_triton(lower_program(kernels, configs, [A], [B]), [c.gpu for c in configs])
     >>> "@triton.jit" in tp.source                                  # doctest: +SKIP
@@ -147,7 +160,7 @@ def generate_triton(program, gpu_params):
     for n, (func, params) in enumerate(zip(program.kernels, gpu_params)):
         for piece in _top_level(func.body):
             name = f"nf_k{n}_{len(launches)}"
-            text, launch = _LaunchPrinter(name, n, params).launch(piece)
+            text, launch = _LaunchPrinter(name, n, params, bf16).launch(piece)
             parts.append(text)
             launches.append(launch)
     return TritonProgram("\n\n".join(parts) + "\n", launches)
@@ -197,8 +210,9 @@ class _Scope:
 
 
 class _LaunchPrinter:
-    def __init__(self, name, kernel, params):
-        self.name, self.kernel, self.params = name, kernel, params
+    def __init__(self, name, kernel, params, bf16=False):
+        self.name, self.kernel, self.params, self.bf16 = name, kernel, params, bf16
+        self.operands = set()       # ids of contraction operand loads read as bf16
         self.lines, self.names, self.count = [], {}, 0
         self.varying = set()        # ids of variables whose value differs across lanes
         self.regs = {}              # id(stack buffer) -> register variable name
@@ -409,6 +423,8 @@ class _LaunchPrinter:
         lower = f" & ({rv} >= {begin})" if varying else ""
         mask = self._mask(dd, f"{sc.mask} & ({rv} < {end}){lower}")
         self.regs[id(acc)] = tile
+        if self.bf16 and op == "sum":
+            self.operands |= contraction_operands(s.body, acc)
         self.stmt(s.body, dd, _Scope(mask, zero, True, f"[XBLOCK, {block}]"))
         self.regs[id(acc)] = outer
         self.memo.pop()
@@ -494,7 +510,8 @@ class _LaunchPrinter:
             self.emit(d, f"tl.store(err + 1 + {sc.zero}, ({name}).to(tl.int64), mask={bad})")
             mask = self._mask(d, f"{mask} & {ok}")
         index = self.expr(e.index, d, sc)
-        return f"tl.load({self.buf(e.buffer)} + ({index} + {sc.zero}), mask={mask}, other=0)"
+        load = f"tl.load({self.buf(e.buffer)} + ({index} + {sc.zero}), mask={mask}, other=0)"
+        return f"_nf_bf16({load})" if id(e) in self.operands else load
 
     def _binary(self, e, d, sc):
         a, b = self.expr(e.a, d, sc), self.expr(e.b, d, sc)
@@ -518,6 +535,34 @@ class _LaunchPrinter:
                 return f"({a} - _nf_floordiv({a}, {b}) * {b})"
             return f"({a} - tl.floor({a} / {b}) * {b})"
         raise NeoFlowError(f"triton codegen: no form for binary op {op}")
+
+
+def contraction_operands(body, acc):
+    """The float32 Loads a block reduction multiplies into `acc` when its update
+    is `acc + a * b` (a sum of products: matmul, conv and their gradients);
+    under a select (padding) the guarded read counts too. Other sums
+    (softmax's, a norm's, a loss's) have none: both factors must be reads."""
+    out = set()
+    for n in nodes(body):
+        if isinstance(n, Store) and n.buffer is acc and isinstance(n.value, Binary) and \
+                n.value.op == "add" and isinstance(n.value.b, Binary) and n.value.b.op == "mul":
+            picked = [_operand_load(side) for side in (n.value.b.a, n.value.b.b)]
+            if all(m is not None and m.dtype == "float32" for m in picked):
+                out |= {id(m) for m in picked}
+    return out
+
+
+def _operand_load(side):
+    """The Load `side` is (through selects with a constant other side: padding),
+    or None."""
+    if isinstance(side, Load) and side.buffer.scope != "stack":
+        return side
+    if isinstance(side, (Select, Blend)):
+        if isinstance(side.f, Const):
+            return _operand_load(side.t)
+        if isinstance(side.t, Const):
+            return _operand_load(side.f)
+    return None
 
 
 def _free(e):
