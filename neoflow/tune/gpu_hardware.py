@@ -105,15 +105,18 @@ def detect_gpu():
 
 
 def gpu_candidates(kernel):
-    """Every GpuParams the search may try for `kernel` (power-of-two blocks).
+    """Every distinct GpuParams the search may try for `kernel`: power-of-two
+    blocks up to what the kernel's loops can use (a larger block launches
+    the same code), warps 1..16, stages 1..3, both reduction strategies.
 
     >>> len(gpu_candidates(kernel)) > 100                  # doctest: +SKIP
     True
     """
-    reduce = max((Stage(t).reduce_axes[-1].extent for t in kernel.stages
-                  if Stage(t).reduce_axes), default=0)
-    xs = [1 << n for n in range(13)]
-    rs = [1 << n for n in range(13)] if reduce else [1]
+    stages = [Stage(t) for t in kernel.stages]
+    reduce = max((st.reduce_axes[-1].extent for st in stages if st.reduce_axes), default=0)
+    lanes = max(math.prod(a.extent for a in st.spatial) for st in stages)
+    xs = [1 << n for n in range(13) if n == 0 or 1 << (n - 1) < lanes]
+    rs = [1 << n for n in range(13) if n == 0 or 1 << (n - 1) < reduce] if reduce else [1]
     strategies = ("looped", "persistent") if reduce else ("looped",)
     return [GpuParams(x, r, w, s, red) for x, r, w, s, red in
             itertools.product(xs, rs, GPU_WARPS[:5], (1, 2, 3), strategies)
@@ -181,17 +184,24 @@ def rank_gpu_configs(kernel, hw=None, candidates=None):
     return kept, rejected
 
 
+def raw_space(kernel):
+    """Size of the space before dropping blocks larger than the loops (13
+    block sizes per blocked axis x warps x stages x strategies)."""
+    red = any(Stage(t).reduce_axes for t in kernel.stages)
+    return 13 * (13 * 2 if red else 1) * 5 * 3
+
+
 def prune_report(kernel, hw=None, top=16):
-    """How much the model prunes: candidates, rejected by limits, kept, the
-    `top` it would measure, and its best estimate.
+    """How much the model prunes: the raw space, distinct candidates, rejected
+    by limits, kept, the `top` it would measure, and its best estimate.
 
     >>> prune_report(kernel)["candidates"]                   # doctest: +SKIP
     """
     hw = hw or detect_gpu()
     cands = gpu_candidates(kernel)
     ranked, rejected = rank_gpu_configs(kernel, hw, cands)
-    return {"candidates": len(cands), "rejected": sum(rejected.values()),
+    return {"space": raw_space(kernel), "candidates": len(cands), "rejected": sum(rejected.values()),
             "rejected_by": rejected, "valid": len(ranked), "measured": min(top, len(ranked)),
-            "pruned_share": 1 - min(top, len(ranked)) / max(1, len(cands)),
+            "pruned_share": 1 - min(top, len(ranked)) / raw_space(kernel),
             "best": ranked[0][0].gpu.to_dict() if ranked else None,
             "best_estimate_s": ranked[0][1] if ranked else None, "hardware": hw.name}
