@@ -148,3 +148,18 @@ def test_inputs_on_the_device_and_wrong_inputs():
         f(a, torch.randn(5, 33))
     with pytest.raises(nf.errors.InputError, match="input 'A': expected dtype float32"):
         f(a.double(), b)
+
+
+def test_tune_on_cuda_records_under_the_gpu_fingerprint(tmp_path):
+    from neoflow.tune.database import Database
+    A = nf.placeholder((8, 20), name="A")
+    B = nf.placeholder((20, 4), name="B")
+    C = nf.nn.matmul(A, B)
+    db = Database(tmp_path / "t.sqlite")
+    rec = nf.tune(C, [A, B], target="cuda", trials=3, database=db, progress=False)
+    assert rec.target == "cuda" and rec.hardware == detect_gpu().fingerprint
+    assert rec.trials == 3 and rec.median_s > 0 and rec.config.gpu is not None
+    f = nf.build(C, [A, B], target="cuda", database=db)
+    assert f.configs[0] == rec.config
+    a, b = torch.randn(8, 20), torch.randn(20, 4)
+    torch.testing.assert_close(f(a, b), a @ b, rtol=1e-4, atol=1e-5)
