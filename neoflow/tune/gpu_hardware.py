@@ -15,9 +15,11 @@ DeepCuts way and drops the ones a GPU cannot run:
   (regs per thread x threads), shared memory per SM / per block, 32);
 * wave quantization (WBRatio): 1 - ((N_TB mod R) / R) / ceil(N_TB / R) with
   R = SMs x resident blocks;
-* wasted lanes: masked-off lanes and reduction slots of the last block;
+* wasted lanes: masked-off lanes and reduction slots of the last block,
+  and threads left without a tile element;
 * a roofline: max(bytes / bandwidth, flops / peak), divided by the above
-  ratios, plus a launch overhead per launch.
+  ratios, plus a launch overhead per launch and a latency per dependent
+  pass (waves x reduction passes).
 Candidates are ranked by that estimated time; `prune_report` says how many
 the limits reject and how many the ranking keeps.
 
@@ -38,6 +40,7 @@ TILE_PER_THREAD = 128      # as codegen/triton/check.py
 REGS_PER_TILE_ELEMENT = 2  # registers per tile element (value + partial), plus a base
 REGS_BASE = 32
 LAUNCH_S = 3e-6            # a kernel launch, seconds
+PASS_S = 5e-7              # one dependent pass of a program (about a global-memory latency)
 
 # Known parts: (name substring, memory bandwidth B/s, fp32 FLOP/s, bf16 tensor FLOP/s).
 KNOWN = (("H200", 4.8e12, 66.9e12, 989.4e12), ("H100", 3.35e12, 66.9e12, 989.4e12),
@@ -159,10 +162,11 @@ def estimate(kernel, params, hw):
         waves = -(-blocks // slots)
         wb = 1 - ((blocks % slots) / slots) / waves if blocks % slots else 1.0
         occupancy = min(1.0, resident * threads / hw.max_threads_per_sm * 2)
-        used = lanes / (blocks * x) * (r / (-(-r // rb) * rb))
+        passes = -(-r // rb)
+        used = lanes / (blocks * x) * (r / (passes * rb)) * min(1.0, tile / threads)
         share = 1 / len(stages)
         roof = max(bytes_moved * share / hw.bandwidth, work * share / hw.peak_fp32)
-        total += roof / (wb * occupancy * used) + LAUNCH_S
+        total += roof / (wb * occupancy * used) + LAUNCH_S + waves * passes * PASS_S
     return total, None
 
 
