@@ -6,9 +6,14 @@ The device is a CUDA GPU, or, when TRITON_INTERPRET=1 is set, the CPU: the
 interpreter runs the same kernels on CPU torch tensors (slow; for tests).
 Inputs are torch tensors on that device (used as they are when contiguous
 and of the right dtype) or NumPy arrays (copied); outputs are fresh torch
-tensors on it. Temporaries between kernels are device tensors allocated per
-call; a kernel's checked read reports into a two-element int64 `err` tensor
-read back once per call.
+tensors on it. Temporaries between kernels and kernel-local buffers are
+device tensors allocated once (per function, per trainer step); a kernel's
+checked read reports into a two-element int64 `err` tensor read back once
+per call. The Trainer's `CudaBackend` gives the executor `DeviceMemory`, so
+a step's planned arena and leaves are device tensors too.
+
+`CudaFunction` shares BuiltFunction's hand-out plan and error report (it has
+the attributes they read: inputs, outputs, _computed, _originals, _sites).
 
 Hands on: `CudaFunction` (what `nf.build(..., target="cuda")` returns).
 """

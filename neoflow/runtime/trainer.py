@@ -79,6 +79,8 @@ class Trainer:
     the step number), "error" (NonFiniteLossError, raised after that step's
     update) or "off". `backend` picks the execution backend: "native"
     (generated code), "reference" (nf.evaluate; exact and slow) or "auto".
+    `target="cuda"` runs the step as Triton kernels over device buffers and
+    `precision="bf16"` (cuda only) follows torch.autocast (docs/gpu.md);
     `fusion=False` runs one kernel per compute (no inlining; for debugging);
     `nf.explain(trainer)` lists the kernels and the fusion decisions.
     `tuning`: "off" (the database's schedules, else defaults), "background"

@@ -255,7 +255,6 @@ class _LaunchPrinter:
             if isinstance(n, Allocate) and n.buffer.scope == "heap":
                 raise NeoFlowError("triton codegen: a heap buffer allocated inside a loop "
                                    "has no GPU form (GPU configs never compute_at or pack)")
-        body_lines, self.lines = self.lines, []
         d = 1
         if isinstance(piece, For):
             begin, end = piece.begin, piece.end
@@ -283,7 +282,7 @@ class _LaunchPrinter:
         params = [self.names[id(b)] for b in self.buffers] + ["err"]
         params += [f"{k}: tl.constexpr" for k in self.blocks]
         head = ["@triton.jit", f"def {self.name}({', '.join(params)}):"]
-        text = "\n".join(head + body_lines + self.lines)
+        text = "\n".join(head + self.lines)
         launch = Launch(self.name, self.kernel, list(self.buffers), numel, dict(self.blocks),
                         self.params.num_warps, self.params.num_stages)
         return text, launch
