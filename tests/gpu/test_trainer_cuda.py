@@ -1,5 +1,6 @@
-# nf.Trainer on target="cuda": the zoo's novel cells (small presets) train
-# 5 SGD steps with the CPU backend's losses and parameters; the step's
+# nf.Trainer on target="cuda": the zoo's novel cells (small presets; LeNet's
+# convolutions and pools too, marked slow) train 5 SGD steps with the CPU
+# backend's losses and parameters; the step's
 # buffers are device tensors planned once; feeds may be device tensors.
 import os
 
@@ -26,7 +27,7 @@ def _train(model, batches, target, feed=lambda b: b):
         return losses, trainer.parameters(), buffers
 
 
-@pytest.mark.parametrize("name", NOVEL)
+@pytest.mark.parametrize("name", NOVEL + [pytest.param("lenet", marks=pytest.mark.slow)])
 def test_novel_cell_trains_like_the_cpu_backend(name):
     model = zoo.get(name).build("small")
     rng = np.random.default_rng(2)
