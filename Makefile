@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[test,examples,ray]'
+	$(PY) -m pip install -q -e '.[test,examples,ray,gpu]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -19,6 +19,8 @@ from .te.visit import topo_tensors
 from .toolchain import compile_c
 from .tune.database import best_configs
 
+TARGETS = ("cpu", "cuda")
+
 
 def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitize=False,
           fusion=True):
@@ -36,7 +38,9 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     database, if there is one; False: none; a path or an nf.tune.Database),
     else `default_config`. An unreadable database warns once and never
     fails the build. Random tensors (nf.random_uniform) draw afresh on each
-    call, or reproducibly with `f(..., seed=7)`. `sanitize=True` builds with
+    call, or reproducibly with `f(..., seed=7)`. `target="cuda"` generates
+    Triton kernels from the same loop IR and returns a CudaFunction (torch
+    tensors in and out; docs/gpu.md). `sanitize=True` builds with
     AddressSanitizer (load only in a process with `asan_runtime_path()` in
     LD_PRELOAD).
 
@@ -46,16 +50,20 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     >>> f(np.ones((2, 3), np.float32)).shape
     (3, 2)
     """
-    if target != "cpu":
-        raise NeoFlowError(f"target {target!r}: only 'cpu' is supported; the GPU backend is "
-                           "not available yet")
+    if target not in TARGETS:
+        raise NeoFlowError(f"target {target!r}: expected one of {TARGETS}")
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
     computed = computed_tensors(outs)
     randoms = random_states(topo_tensors(outs))
     kernels, fused = partition(computed, fusion)
-    chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
+    chosen = _configs_for(kernels, configs, best_configs(kernels, target, database), target)
+    if target == "cuda":
+        if randoms:
+            raise NeoFlowError(f"nf.build: random tensor '{randoms[0].name}' is not supported "
+                               "on target='cuda' yet; build it for target='cpu'")
+        return _build_cuda(outs, single, inputs, fused, kernels, chosen, database, computed)
     program = lower_program(kernels, chosen, inputs + randoms, fused)
     source = generate_c(program)
     library = compile_c(source, sanitize=sanitize)
@@ -63,7 +71,16 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
                          library, database, originals=computed, randoms=randoms)
 
 
-def _configs_for(kernels, configs, tuned):
+def _build_cuda(outs, single, inputs, fused, kernels, chosen, database, computed):
+    """The GPU half of `build`: Triton kernels from the same loop IR (docs/gpu.md)."""
+    from .runtime.cuda import CudaFunction, compile_program, require_device
+    device = require_device()
+    program, triton = compile_program(kernels, chosen, inputs, fused)
+    return CudaFunction(outs, single, inputs, fused, kernels, chosen, program, triton, database,
+                        device, originals=computed)
+
+
+def _configs_for(kernels, configs, tuned, target="cpu"):
     """Per kernel: the config given, else the tuned one, else the default."""
     if configs is None:
         given = [None] * len(kernels)
@@ -80,7 +97,7 @@ def _configs_for(kernels, configs, tuned):
         if len(given) != len(kernels):
             raise NeoFlowError(f"nf.build: {len(given)} configs given for {len(kernels)} "
                                "kernels")
-    return [c if c is not None else t if t is not None else default_config(k)
+    return [c if c is not None else t if t is not None else default_config(k, target)
             for c, t, k in zip(given, tuned, kernels)]
 
 

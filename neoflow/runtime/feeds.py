@@ -14,11 +14,13 @@ from ..te.feed import as_input_array
 from ..te.tensor import ParameterOp
 
 
-def check_feed(feed, needed, known, what):
+def check_feed(feed, needed, known, what, convert=as_input_array):
     """Arrays for every placeholder in `needed`, from `feed`.
 
     Keys may name any placeholder in `known` (those not needed are ignored);
-    any other key raises. `what` names the call in messages ("step", "run").
+    any other key raises. `what` names the call in messages ("step", "run");
+    `convert(placeholder, value)` checks a value (a device backend's keeps
+    its device tensors).
 
     >>> x = nf.placeholder((2,), name="x")
     >>> check_feed({"x": np.zeros(2, np.float32)}, [x], [x], "step")[id(x)]
@@ -41,7 +43,7 @@ def check_feed(feed, needed, known, what):
                              f"(inputs: {', '.join(sorted(by_name)) or 'none'})")
         if id(t) in values:
             raise InputError(f"{what}: input '{t.name}' is fed twice (by tensor and by name)")
-        values[id(t)] = as_input_array(t, value)
+        values[id(t)] = convert(t, value)
     missing = [t for t in needed if id(t) not in values]
     if missing:
         t = missing[0]

@@ -52,6 +52,8 @@ from .reference import ReferenceBackend
 from .tuner_process import TunerProcess
 
 TUNING = ("off", "background", "ahead")
+TARGETS = ("cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
 NAN_CHECKS = ("warn", "error", "off")
 BACKENDS = ("auto", "native", "reference")
 RECENT_STEPS = 50  # steps the median "step_ms" is taken over
@@ -80,6 +82,8 @@ class Trainer:
     the step number), "error" (NonFiniteLossError, raised after that step's
     update) or "off". `backend` picks the execution backend: "native"
     (generated code), "reference" (nf.evaluate; exact and slow) or "auto".
+    `target="cuda"` runs the step as Triton kernels over device buffers and
+    `precision="bf16"` (cuda only) follows torch.autocast (docs/gpu.md);
     `fusion=False` runs one kernel per compute (no inlining; for debugging);
     `nf.explain(trainer)` lists the kernels and the fusion decisions.
     `tuning`: "off" (the database's schedules, else defaults), "background"
@@ -95,16 +99,21 @@ class Trainer:
 
     def __init__(self, loss, optimizer, target="cpu", tuning="off", database=None, seed=0,
                  nan_check="warn", backend="auto", fusion=True, *, tuning_options=None,
-                 progress=False):
+                 progress=False, precision="fp32"):
         started = time.perf_counter()
         self._started = started
         self._closed, self._tuner, self._bar = False, None, None
         options = tuning_options if tuning_options is not None else TuningOptions()
-        _check_options(target, tuning, nan_check, backend, options)
+        _check_options(target, tuning, nan_check, backend, options, precision)
         self.target, self.tuning, self.database = target, tuning, database
+        self.precision = precision
         self.nan_check, self.seed = nan_check, seed
         self.fusion = bool(fusion)
         self.unfused_graph = training_graph(loss, optimizer)
+        if target == "cuda" and self.unfused_graph.randoms:
+            raise NeoFlowError(f"Trainer: random tensor '{self.unfused_graph.randoms[0].name}' "
+                               "(e.g. dropout) is not supported on target='cuda' yet; train it "
+                               "on target='cpu'")
         self.graph, self.partition = fuse_training_graph(self.unfused_graph, self.fusion)
         self.optimizer = optimizer
         self.kernels = self.partition.kernels
@@ -122,7 +131,8 @@ class Trainer:
             start = {k.key: c for k, c in zip(self.kernels, found) if c is not None}
             lookup = False
             self._tune_ahead()
-        self._backend = _make_backend(backend, target, lookup, start)
+        self._backend = _make_backend(backend, target, lookup, start, precision)
+        self._convert = getattr(self._backend, "feed_value", as_input_array)
         if tuning != "off" and self._backend.name != "native":
             self._tuner.close()
             raise NeoFlowError(f"Trainer: tuning={tuning!r} needs the native backend (a C "
@@ -131,9 +141,9 @@ class Trainer:
         self._params = {p.name: p for p in self.graph.params + self.graph.frozen}
         self._state = {t.name: t for slots in self.graph.state.values() for t in slots.values()}
         for p in self._params.values():
-            self._executor.buffer(p)[...] = initial_value(p, seed)
+            self._executor.write(p, initial_value(p, seed))
         for t in self._state.values():
-            self._executor.buffer(t)[...] = 0
+            self._executor.write(t, 0)
         self._forward = {}
         self._steps = self._runs = 0
         self._step_times = deque(maxlen=RECENT_STEPS)
@@ -201,16 +211,16 @@ class Trainer:
         self._check_open()
         t0 = time.perf_counter()
         ex, graph = self._executor, self.graph
-        values = check_feed(feed, graph.inputs, graph.inputs, "step")
+        values = check_feed(feed, graph.inputs, graph.inputs, "step", self._convert)
         scalars = self.optimizer.scalar_values(self._steps + 1)  # may raise: a schedule's end
         self._apply_swaps(t0)
         for t in graph.inputs:
-            np.copyto(ex.buffer(t), values[id(t)])
+            ex.write(t, values[id(t)])
         self._steps += 1
         for (name, _), t in graph.scalars.items():
-            ex.buffer(t)[...] = scalars[name]
+            ex.write(t, scalars[name])
         for t, state in zip(graph.randoms, self._random_states(graph.randoms, self._steps)):
-            ex.buffer(t)[...] = state
+            ex.write(t, state)
         profile = self._steps > 1 and self._profile_left > 0 and self._backend.name == "native"
         if profile:
             self._check_phase()
@@ -339,7 +349,7 @@ class Trainer:
         randoms = random_states(t for t, _ in sources)
         names = {t.name for t in placeholders}
         known = placeholders + [t for t in self.graph.inputs if t.name not in names]
-        values = check_feed(feed, placeholders, known, "run")
+        values = check_feed(feed, placeholders, known, "run", self._convert)
         self._runs += 1
         drawn = dict(zip(map(id, randoms), self._random_states(randoms, RUN_COUNTERS + self._runs)))
         args = [values[id(t)] if isinstance(t.op, PlaceholderOp) else drawn[id(t)]
@@ -378,7 +388,7 @@ class Trainer:
         (10, 64)
         """
         self._check_open()
-        return {name: self._executor.buffer(p).copy() for name, p in self._params.items()}
+        return {name: self._executor.host(p) for name, p in self._params.items()}
 
     def load_parameters(self, values):
         """Overwrite parameters by name ({name: ndarray}); the shape and dtype must match.
@@ -394,7 +404,7 @@ class Trainer:
         >>> trainer.save("mlp.npz")
         """
         self._check_open()
-        state = {name: self._executor.buffer(t).copy() for name, t in self._state.items()}
+        state = {name: self._executor.host(t) for name, t in self._state.items()}
         checkpoint.write(path, self.parameters(), state, self._steps)
 
     def load(self, path):
@@ -423,7 +433,7 @@ class Trainer:
                                  f"(known: {', '.join(sorted(known))})")
             arrays[name] = as_input_array(t, value)
         for name, array in arrays.items():
-            np.copyto(self._executor.buffer(known[name]), array)
+            self._executor.write(known[name], array)
 
     # -- reports -------------------------------------------------------------
     def stats(self):
@@ -515,9 +525,18 @@ def _kernel_name(kernel):
     return f"{names[0]} .. {names[-1]} ({len(names)} stages)"
 
 
-def _check_options(target, tuning, nan_check, backend, options):
-    if target != "cpu":
-        raise NeoFlowError(f"Trainer: target={target!r} is not supported; only 'cpu' for now")
+def _check_options(target, tuning, nan_check, backend, options, precision):
+    if target not in TARGETS:
+        raise NeoFlowError(f"Trainer: target={target!r}; expected one of {TARGETS}")
+    if precision not in PRECISIONS:
+        raise NeoFlowError(f"Trainer: precision={precision!r}; expected one of {PRECISIONS}")
+    if precision != "fp32" and target != "cuda":
+        raise NeoFlowError(f"Trainer: precision={precision!r} needs target='cuda' (bf16 "
+                           "mixed precision is a GPU policy; the CPU backend computes in fp32)")
+    if target == "cuda" and (tuning != "off" or backend == "reference"):
+        raise NeoFlowError(f"Trainer: target='cuda' runs the Triton backend with "
+                           f"tuning='off' (got tuning={tuning!r}, backend={backend!r}); "
+                           "GPU kernels are tuned ahead with nf.tune(target='cuda')")
     for what, value, allowed in (("tuning", tuning, TUNING), ("nan_check", nan_check, NAN_CHECKS),
                                  ("backend", backend, BACKENDS)):
         if value not in allowed:
@@ -531,10 +550,14 @@ def _check_options(target, tuning, nan_check, backend, options):
     options.check()
 
 
-def _make_backend(name, target, database, start):
+def _make_backend(name, target, database, start, precision="fp32"):
     """The execution backend `name`; "auto" is native unless no C compiler is
-    found. Native kernels take their schedule from `start` ({key: Config}),
+    found (on target "cuda": the Triton backend, runtime/cuda.py). Native
+    kernels take their schedule from `start` ({key: Config}),
     else from the tuning `database`, else the default."""
+    if target == "cuda":
+        from .cuda import CudaBackend
+        return CudaBackend(database, tuned=start, precision=precision)
     if name == "auto":
         from ..toolchain.compiler import find_compiler
         try:

@@ -42,6 +42,21 @@ As JSON:
   `where(in bounds, x[...], 0)` become plain reads of the copy, so edge
   tiles need no tests.
 
+GPU schedules (target="cuda") are the same data: the stage loops keep the
+shape codegen/triton maps onto a grid (every spatial axis unsplit and in
+the one parallel loop, the reduce axes after it, the last one vectorised
+into a block reduction, a one-element accumulator), and `Config.gpu`
+(`GpuParams`) holds the launch knobs:
+
+    {"stages": [...], "gpu": {"xblock": 128, "rblock": 64, "num_warps": 4,
+                              "num_stages": 1, "reduction": "looped"}}
+
+* xblock: lanes (iterations of the parallel loop) per program, a power of
+  two; rblock: iterations of a block reduction per pass;
+* reduction: "looped" (passes of rblock) or "persistent" (one pass over
+  the whole reduction when it has at most 4096 points);
+* num_warps, num_stages: Triton's launch options.
+
 Hands on: validated `Config`s for lowering; JSON for the tuning database.
 """
 import json
@@ -57,6 +72,9 @@ from .stage import Stage
 MAX_FACTORS = 3          # a split makes at most 4 loops per axis
 MAX_UNROLL = 64
 MAX_ACCUMULATOR = 4096   # elements of a local accumulator tile
+GPU_MAX_BLOCK = {"xblock": 4096, "rblock": 4096}   # TRITON_MAX_BLOCK's scale
+GPU_WARPS = (1, 2, 4, 8, 16, 32)
+GPU_REDUCTIONS = ("looped", "persistent")
 
 
 class ConfigError(NeoFlowError):
@@ -90,17 +108,40 @@ class StageConfig:
 
 
 @dataclass
+class GpuParams:
+    """A GPU kernel's launch knobs (see the module docstring).
+
+    >>> GpuParams(xblock=256).to_dict()["xblock"]
+    256
+    """
+    xblock: int = 128
+    rblock: int = 64
+    num_warps: int = 4
+    num_stages: int = 1
+    reduction: str = "looped"
+
+    def to_dict(self):
+        return {"xblock": self.xblock, "rblock": self.rblock, "num_warps": self.num_warps,
+                "num_stages": self.num_stages, "reduction": self.reduction}
+
+
+@dataclass
 class Config:
-    """A kernel's schedule: one StageConfig per stage, JSON-serialisable.
+    """A kernel's schedule: one StageConfig per stage, JSON-serialisable;
+    `gpu` (GpuParams) for a GPU kernel's launches, None on CPU.
 
     >>> cfg = default_config(kernel)
     >>> Config.from_json(cfg.to_json()) == cfg
     True
     """
     stages: list
+    gpu: GpuParams = None
 
     def to_dict(self):
-        return {"stages": [s.to_dict() for s in self.stages]}
+        out = {"stages": [s.to_dict() for s in self.stages]}
+        if self.gpu is not None:
+            out["gpu"] = self.gpu.to_dict()
+        return out
 
     def to_json(self):
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -119,9 +160,13 @@ class Config:
                     pack=[int(n) for n in s.get("pack", [])],
                     pad=[int(n) for n in s.get("pad", [])],
                     compute_at=s.get("compute_at", False)))
+            gpu = data.get("gpu")
+            if gpu is not None:
+                gpu = GpuParams(**{k: (str if k == "reduction" else int)(v)
+                                   for k, v in gpu.items()})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ConfigError(f"malformed schedule config {data!r}: {e}") from None
-        return cls(stages)
+        return cls(stages, gpu)
 
     @classmethod
     def from_json(cls, text):
@@ -315,3 +360,46 @@ def _validate_cache_write(st, sc, where):
     elif red.dtype != st.tensor.dtype:
         raise ConfigError(f"{where}: cache_write=false accumulates in the output, but the "
                           f"reduction is {red.dtype} and the output {st.tensor.dtype}")
+
+
+def validate_gpu(config, kernel):
+    """Raise ConfigError unless `config` is a GPU schedule of `kernel`: the
+    loop shape codegen/triton maps onto a grid (module docstring) and
+    launch knobs a GPU accepts (powers of two within Triton's limits).
+
+    >>> validate_gpu(default_config(kernel, target="cuda"), kernel)   # passes silently
+    """
+    validate(config, kernel)
+    g = config.gpu
+    if not isinstance(g, GpuParams):
+        raise ConfigError("a GPU schedule needs its launch knobs (Config.gpu); got none")
+    for name, limit in GPU_MAX_BLOCK.items():
+        v = getattr(g, name)
+        if not isinstance(v, int) or v < 1 or v & (v - 1) or v > limit:
+            raise ConfigError(f"gpu.{name} must be a power of two in [1, {limit}], got {v!r}")
+    if g.num_warps not in GPU_WARPS:
+        raise ConfigError(f"gpu.num_warps must be one of {GPU_WARPS}, got {g.num_warps!r}")
+    if not isinstance(g.num_stages, int) or not 1 <= g.num_stages <= 8:
+        raise ConfigError(f"gpu.num_stages must be in [1, 8], got {g.num_stages!r}")
+    if g.reduction not in GPU_REDUCTIONS:
+        raise ConfigError(f"gpu.reduction must be one of {GPU_REDUCTIONS}, got {g.reduction!r}")
+    for n, (t, sc) in enumerate(zip(kernel.stages, config.stages)):
+        st = Stage(t)
+        where = f"stage {n} ('{t.name}')"
+        want = gpu_stage_config(st)
+        if sc != want:
+            raise ConfigError(f"{where}: a GPU stage schedule is {want.to_dict()} (every "
+                              f"spatial axis unsplit in the parallel loop, the reduce axes "
+                              f"after it, the last vectorised); got {sc.to_dict()}")
+
+
+def gpu_stage_config(st):
+    """The stage loops of a GPU schedule of Stage `st` (module docstring).
+
+    >>> gpu_stage_config(Stage(C)).to_dict()["vectorize"]      # C = sum_k A[i, k] B[k, j]
+    'r0'
+    """
+    red = st.reduction is not None
+    return StageConfig({a: [] for a in st.axis_names}, [f"{a}.0" for a in st.axis_names],
+                       parallel=len(st.spatial), vectorize=st.axis_names[-1] if red else None,
+                       cache_write=red)

@@ -35,7 +35,16 @@ shared call once (LLTM cell forward+backward 7-10% faster). Otherwise each
 stage keeps its own parallel loop, which with spinning OpenMP threads
 measured as fast or 2-3% faster (MI-LSTM gates); the search tries both.
 
-Hands on: a `Config` that `validate` accepts.
+On a GPU (target="cuda") each stage keeps the one loop shape
+codegen/triton maps onto a grid (config.gpu_stage_config) and the launch
+knobs follow Inductor's heuristics: a pointwise kernel takes blocks of up to
+1024 lanes; a reduction of at most 1024 points per output runs persistent
+(one block covers it, next power of two) with as many outputs per program
+as keep a tile within 4096 elements, a longer one loops over blocks of 1024
+with one output per program; warps grow with the tile (256 elements per
+warp, 1..8).
+
+Hands on: a `Config` that `validate` (and for "cuda" `validate_gpu`) accepts.
 """
 import math
 import os
@@ -43,7 +52,8 @@ import os
 from ..te.arith import conjuncts, free_vars, linear_form
 from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.visit import children, post_order, reads
-from .config import Config, StageConfig, compute_at_problem, level_extents, level_names
+from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
+                     level_extents, level_names)
 from .stage import Stage
 
 VECTOR_BYTES = 32        # AVX2
@@ -67,17 +77,41 @@ CHANNEL_TILE_ROWS = 5     # output points of a channel-blocked tile (x 2 vectors
                           # against 70-95 with 4, 6 or 7 rows (7 x 2 vectors spill)
 
 
-def default_config(kernel):
-    """The default schedule of `kernel`.
+GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
+GPU_PERSISTENT_MAX = 1024  # reduce points per output that run as one persistent block
+GPU_POINTWISE_BLOCK = 1024
+GPU_ELEMS_PER_WARP = 256
+
+
+def default_config(kernel, target="cpu"):
+    """The default schedule of `kernel` on `target` ("cpu" or "cuda").
 
     >>> cfg = default_config(kernels_for([C])[0])
     >>> cfg.stages[0].vectorize
     's1'
+    >>> default_config(kernels_for([C])[0], target="cuda").gpu.reduction
+    'persistent'
     """
     stages = [Stage(t) for t in kernel.stages]
+    if target == "cuda":
+        return Config([gpu_stage_config(st) for st in stages], _gpu_params(stages))
     configs = [_stage_default(st) for st in stages]
     _chain_sharing_stages(stages, configs, kernel.inputs)
     return Config(configs)
+
+
+def _gpu_params(stages):
+    reduce = max((st.reduce_axes[-1].extent for st in stages if st.reduce_axes), default=0)
+    if not reduce:
+        xblock, rblock, strategy = GPU_POINTWISE_BLOCK, 1, "looped"
+    elif reduce <= GPU_PERSISTENT_MAX:
+        rblock = 1 << (reduce - 1).bit_length()
+        xblock, strategy = max(1, GPU_TILE // rblock), "persistent"
+    else:
+        xblock, rblock, strategy = 1, GPU_PERSISTENT_MAX, "looped"
+    warps = min(8, max(1, (xblock * rblock) // GPU_ELEMS_PER_WARP))
+    return GpuParams(xblock=xblock, rblock=rblock, num_warps=1 << (warps.bit_length() - 1),
+                     num_stages=1, reduction=strategy)
 
 
 def _chain_sharing_stages(stages, configs, inputs):

@@ -277,6 +277,14 @@ def as_json(records):
 _warned = set()   # databases nf.build has already warned about
 
 
+def _hardware(target):
+    """The machine records of `target` are keyed by (the GPU for "cuda")."""
+    if target == "cuda":
+        from .gpu_hardware import detect_gpu
+        return detect_gpu()
+    return detect()
+
+
 def best_configs(kernels, target="cpu", database=None):
     """The best known Config of each kernel (None where there is none), for
     nf.build and the runtime. `database`: None (the per-user database, if it
@@ -300,7 +308,7 @@ def best_configs(kernels, target="cpu", database=None):
     try:
         db = Database(path) if own else database
         try:
-            hardware = detect().fingerprint
+            hardware = _hardware(target).fingerprint
             out = []
             for k in kernels:
                 rec = db.best(k.key, target, hardware)

@@ -57,6 +57,8 @@ def tune(outputs, inputs, target="cpu", trials=200, seconds=None, database=None,
     under its own fingerprint; the Record returned is this machine's if it
     measured, else the first hardware class's: see docs/tuning.md).
     `nf.build` of the same computation then uses the schedules found.
+    `target="cuda"` measures the `trials` GPU schedules the hardware model
+    ranks best (tune/gpu_tune.py; `seconds` and the other knobs are CPU-only).
 
     >>> A = nf.placeholder((256, 256), name="A"); B = nf.placeholder((256, 256), name="B")
     >>> k = nf.reduce_axis(256, name="k")
@@ -65,8 +67,8 @@ def tune(outputs, inputs, target="cpu", trials=200, seconds=None, database=None,
     >>> rec.config, rec.median_s, rec.trials                 # doctest: +SKIP
     """
     from ..graph.plan import plan_kernels
-    if target != "cpu":
-        raise TuneError(f"target {target!r}: only 'cpu' can be tuned")
+    if target not in ("cpu", "cuda"):
+        raise TuneError(f"target {target!r}: expected 'cpu' or 'cuda'")
     if trials is not None and (not isinstance(trials, int) or trials < 1):
         raise TuneError(f"trials must be a positive int or None, got {trials!r}")
     if seconds is not None and not seconds > 0:
@@ -79,6 +81,10 @@ def tune(outputs, inputs, target="cpu", trials=200, seconds=None, database=None,
     kernels, _ = plan_kernels(outputs, inputs)
     db = open_database(database)
     try:
+        if target == "cuda":    # tune/gpu_tune.py: the hardware model's best, measured
+            from .gpu_tune import tune_gpu_kernel
+            recs = [tune_gpu_kernel(k, db, trials=trials or 16, seed=seed) for k in kernels]
+            return recs[0] if len(recs) == 1 else tuple(recs)
         return _tune_all(kernels, db, target, trials, seconds, seed, timeout, prune, progress,
                          source_hook, runner)
     finally:

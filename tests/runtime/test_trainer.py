@@ -183,7 +183,7 @@ def test_context_manager_closes(model):
     (dict(tuning="background", backend="reference"), "native backend"),
     (dict(tuning="ahead", tuning_options="fast"), "TuningOptions"),
     (dict(tuning="sometimes"), "tuning='sometimes'"),
-    (dict(target="cuda"), "target='cuda'"),
+    (dict(target="tpu"), "target='tpu'"),
     (dict(nan_check="maybe"), "nan_check"),
 ])
 def test_bad_options(model, kwargs, message):

@@ -67,4 +67,4 @@ def test_bad_budgets_are_refused():
     with pytest.raises(TuneError, match="budget"):
         nf.tune(C, inputs, trials=None)
     with pytest.raises(TuneError, match="target"):
-        nf.tune(C, inputs, target="cuda")
+        nf.tune(C, inputs, target="tpu")
