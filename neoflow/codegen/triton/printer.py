@@ -47,7 +47,9 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
 _UNARY = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "_nf_sqrt({})",
           "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})", "floor": "tl.floor({})",
           "tanh": "_nf_tanh({})", "rsqrt": "(1.0 / _nf_sqrt({}))", "neg": "(-{})",
-          "not": "({} == 0)"}
+          "not": "({} == 0)", "sin": "tl.sin({})", "cos": "tl.cos({})", "ceil": "tl.ceil({})",
+          "log1p": "_nf_log1p({})", "expm1": "_nf_expm1({})", "round": "_nf_round({})",
+          "sign": "_nf_sign({})"}
 _REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _COMBINE = {"sum": "({} + {})", "max": "_nf_max({}, {})", "min": "_nf_min({}, {})"}
 WIDE = (1 << 31) - 1        # sizes past this index in int64
@@ -75,6 +77,42 @@ def _nf_sqrt(x):
         return tl.sqrt_rn(x)
     else:
         return tl.sqrt(x)
+
+
+@triton.jit
+def _nf_log1p(x):
+    # log(1 + x) without losing x's low bits (Goldberg): exact where 1 + x rounds to 1
+    u = 1.0 + x
+    return tl.where(u == 1.0, x, tl.log(u) * (x / (u - 1.0)))
+
+
+@triton.jit
+def _nf_expm1(x):
+    # exp(x) - 1 without cancellation (Kahan): (u - 1) * x / log(u)
+    u = tl.exp(x)
+    v = u - 1.0
+    e = tl.where(v == -1.0, -1.0, v * (x / tl.log(u)))
+    return tl.where(u == 1.0, x, tl.where(u == NF_INF, u, e))
+
+
+@triton.jit
+def _nf_round(x):
+    # to the nearest integer, halves to even (torch.round); |x| past the last
+    # fraction bit is already an integer
+    if x.dtype == tl.float32:
+        big = 8388608.0
+    else:
+        big = 4503599627370496.0
+    r = tl.floor(x + 0.5)
+    odd = tl.floor(r * 0.5) * 2.0 != r
+    r = tl.where(((r - x) == 0.5) & odd, r - 1.0, r)
+    return tl.where(tl.abs(x) < big, r, x)
+
+
+@triton.jit
+def _nf_sign(x):
+    # 1, -1 or 0 (NaN and -0.0 included), in x's dtype
+    return tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype)
 
 
 @triton.jit
