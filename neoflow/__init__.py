@@ -9,6 +9,7 @@ from .errors import NeoFlowError
 from .te import (Expr, Tensor, abs, cast, compute, const, erf, evaluate, exp, floor, log, max,
                  maximum, min, minimum, parameter, placeholder, pow, reduce_axis, rsqrt,
                  sigmoid, sqrt, sum, tanh, where)
+from .te.scan import scan
 from .api import build
 from .autodiff import grad
 from .te.flops import flops

@@ -5,7 +5,9 @@ from .expr import Expr, IterVar
 from .ops import (abs, cast, const, erf, exp, floor, log, max, maximum, min, minimum, pow,
                   rsqrt, sigmoid, sqrt, sum, tanh, where)
 from .tensor import Tensor, compute, parameter, placeholder, reduce_axis
+from .scan import scan
 
 __all__ = ["Tensor", "Expr", "IterVar", "placeholder", "parameter", "compute", "reduce_axis",
            "evaluate", "exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "erf", "floor",
            "pow", "maximum", "minimum", "where", "cast", "const", "sum", "max", "min"]
+__all__ += ["scan"]
