@@ -12,6 +12,7 @@ NeoFlowError; nothing falls back to NumPy or PyTorch.
 """
 from .activation import elu, gelu, log_softmax, relu, sigmoid, softmax, tanh
 from .conv import conv1d, conv2d
+from .cumulative import cumprod, cumsum
 from .embedding import embedding
 from .linear import batch_matmul, dense, matmul
 from .loss import cross_entropy, mse_loss
@@ -28,3 +29,4 @@ __all__ = ["dense", "matmul", "batch_matmul", "conv1d", "conv2d", "max_pool2d", 
            "embedding", "reshape", "flatten", "transpose", "permute", "concat", "split",
            "narrow", "slice", "pad", "pixel_shuffle", "sum", "mean", "var", "amax", "amin",
            "cross_entropy", "mse_loss"]
+__all__ += ["cumsum", "cumprod"]
