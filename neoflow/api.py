@@ -13,7 +13,9 @@ from .errors import NeoFlowError
 from .graph.plan import check_signature, computed_tensors, partition
 from .runtime.function import BuiltFunction
 from .schedule import Config, default_config, lower_program
+from .te.scan import is_scan
 from .te.tensor import Tensor
+from .te.visit import topo_tensors
 from .toolchain import compile_c
 from .tune.database import best_configs
 
@@ -49,6 +51,10 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
+    if any(is_scan(t) for t in topo_tensors(outs)):
+        from .scan_build import build_with_scans
+        return build_with_scans(outs, single, inputs, lambda o, i: build(
+            o, i, target, database, sanitize=sanitize, fusion=fusion))
     computed = computed_tensors(outs)
     kernels, fused = partition(computed, fusion)
     chosen = _configs_for(kernels, configs, best_configs(kernels, target, database))
