@@ -25,6 +25,7 @@ from ..nn import state_updates
 from ..optim import Optimizer
 from ..te import Tensor, parameter, placeholder
 from ..te import dtype as dt
+from ..te.scan import is_scan
 from ..te.tensor import ParameterOp, PlaceholderOp
 from ..te.visit import reads, tensor_inputs, topo_tensors
 from .kernel import Kernel
@@ -101,6 +102,11 @@ def training_graph(loss, optimizer):
         raise NeoFlowError(f"training: optimizer must be an nf.optim optimizer (SGD, Adam), "
                            f"got {optimizer!r}")
     leaves = [t for t in topo_tensors([loss]) if not t.is_compute]
+    for t in leaves:
+        if is_scan(t):
+            raise NeoFlowError(f"training: the loss reads scan '{t.name}'; the Trainer's "
+                               "native step does not run nf.scan yet (nf.build and "
+                               "nf.evaluate do, gradients included)")
     params = [t for t in leaves if isinstance(t.op, ParameterOp) and t.op.requires_grad]
     if not params:
         raise NeoFlowError(f"training: the loss '{loss.name}' depends on no trainable "

@@ -4,8 +4,10 @@ generated code size equal for length 8 and 512."""
 import re
 
 import numpy as np
+import pytest
 
 import neoflow as nf
+from neoflow.zoo import lstm_scan
 from neoflow.zoo.lstm_scan import lstm_layer
 
 
@@ -54,3 +56,30 @@ def test_kernel_count_and_code_size_do_not_grow_with_length():
     assert k8 == k512 and sk8 == sk512 and len(sk8) == 2
     assert ss8 == ss512
     assert abs(total8 - total512) < 0.1 * total8
+
+
+def test_trainer_refuses_a_scan_with_a_clear_error():
+    from neoflow.errors import NeoFlowError
+    from neoflow.zoo import lstm_scan
+    model = lstm_scan.NETWORK.build("small")
+    with pytest.raises(NeoFlowError, match="reads scan 'lstm_0'.*does not run nf.scan yet"):
+        nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.05), tuning="off")
+
+
+def test_zoo_lstm_scan_loss_and_gradients_match_its_torch_twin():
+    import torch
+    net = lstm_scan.NETWORK
+    model = net.build("small", dtype="float64")
+    rng = np.random.default_rng(2)
+    batch = net._make_batch(rng, "float64", **net.small)
+    values = {n: rng.normal(size=t.shape) * 0.5 for n, t in model.params.items()}
+    grads = nf.grad(model.loss, [model.params[n] for n in values])
+    feed = {**{model.inputs[k]: v for k, v in batch.items()},
+            **{model.params[n]: v for n, v in values.items()}}
+    loss, *ours = nf.evaluate([model.loss] + grads, feed)
+    p = {n: torch.tensor(v, requires_grad=True) for n, v in values.items()}
+    ref = net._torch_loss(p, {k: torch.tensor(v) for k, v in batch.items()}, **net.small)
+    ref.backward()
+    np.testing.assert_allclose(loss, ref.item(), rtol=1e-10)
+    for n, g in zip(values, ours):
+        np.testing.assert_allclose(g, p[n].grad.numpy(), rtol=1e-8, atol=1e-12)
