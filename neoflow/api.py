@@ -52,7 +52,7 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
     if any(is_scan(t) for t in topo_tensors(outs)):
-        from .scan_build import build_with_scans
+        from .runtime.scan_function import build_with_scans
         return build_with_scans(outs, single, inputs, lambda o, i: build(
             o, i, target, database, sanitize=sanitize, fusion=fusion))
     computed = computed_tensors(outs)

@@ -101,12 +101,7 @@ def training_graph(loss, optimizer):
     if not isinstance(optimizer, Optimizer):
         raise NeoFlowError(f"training: optimizer must be an nf.optim optimizer (SGD, Adam), "
                            f"got {optimizer!r}")
-    leaves = [t for t in topo_tensors([loss]) if not t.is_compute]
-    for t in leaves:
-        if is_scan(t):
-            raise NeoFlowError(f"training: the loss reads scan '{t.name}'; the Trainer's "
-                               "native step does not run nf.scan yet (nf.build and "
-                               "nf.evaluate do, gradients included)")
+    leaves = [t for t in topo_tensors([loss]) if not t.is_compute and not is_scan(t)]
     params = [t for t in leaves if isinstance(t.op, ParameterOp) and t.op.requires_grad]
     if not params:
         raise NeoFlowError(f"training: the loss '{loss.name}' depends on no trainable "

@@ -58,12 +58,28 @@ def test_kernel_count_and_code_size_do_not_grow_with_length():
     assert abs(total8 - total512) < 0.1 * total8
 
 
-def test_trainer_refuses_a_scan_with_a_clear_error():
+def test_trainer_trains_a_scanned_model():
+    """nf.Trainer on zoo.lstm_scan: the first step's loss is nf.evaluate's, SGD lowers it."""
+    net = lstm_scan.NETWORK
+    model = net.build("small")
+    batch = net._make_batch(np.random.default_rng(0), "float32", **net.small)
+    with nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.5), tuning="off") as trainer:
+        start = trainer.parameters()
+        feed = {**{model.inputs[k]: v for k, v in batch.items()},
+                **{model.params[n]: v for n, v in start.items()}}
+        want = float(nf.evaluate(model.loss, feed))
+        losses = [trainer.step(batch) for _ in range(25)]
+        assert trainer.stats()["backend"].startswith("scan+")
+    assert losses[0] == pytest.approx(want, rel=1e-5)
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_trainer_with_tuning_refuses_a_scan():
     from neoflow.errors import NeoFlowError
-    from neoflow.zoo import lstm_scan
     model = lstm_scan.NETWORK.build("small")
-    with pytest.raises(NeoFlowError, match="reads scan 'lstm_0'.*does not run nf.scan yet"):
-        nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.05), tuning="off")
+    with pytest.raises(NeoFlowError, match="tuning='background' does not cover a loss with "
+                                           "nf.scan"):
+        nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.05), tuning="background")
 
 
 def test_zoo_lstm_scan_loss_and_gradients_match_its_torch_twin():

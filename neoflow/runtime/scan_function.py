@@ -1,4 +1,4 @@
-"""nf.build of outputs that contain scans: each scan's step compiled once
+"""Running graphs that contain scans (nf.build, and nf.Trainer's scan backend): each scan's step compiled once
 (its fused kernels under their schedules, t an int64 0-d input read where
 the step used the index variable), the rest of the graph cut at the scan
 results into native segments, and a driver that runs the segments in
@@ -13,16 +13,18 @@ Hands on: a `ScanFunction`, called like a BuiltFunction.
 """
 import numpy as np
 
-from .te import dtype as dt
-from .te.feed import as_input_array
-from .te.scan import clone, is_scan
-from .te.tensor import placeholder
-from .te.visit import topo_tensors
+from ..errors import InputError
+from ..te import dtype as dt
+from ..te.feed import as_input_array
+from ..te.scan import clone, is_scan
+from ..te.tensor import placeholder
+from ..te.visit import topo_tensors
 
 
 def build_with_scans(outs, single, inputs, build):
-    """A ScanFunction for `outs` (some read a scan) of `inputs`; `build` is
-    nf.build (called for every segment and step, with no scan left in them).
+    """A ScanFunction for `outs` (some read a scan) of `inputs`; `build(outs,
+    inputs)` compiles a graph without scans (nf.build, or an execution
+    backend's `function`), called for every segment and step.
 
     >>> f = nf.build(hs, [x, h0]); f(xv, h0v).shape        # doctest: +SKIP
     """
@@ -80,7 +82,6 @@ class ScanFunction:
         return fn, leaves, [id(p) for p in g.prevs], list(zip(g.externals, stand.values()))
 
     def __call__(self, *args):
-        from .errors import InputError
         if len(args) != len(self.inputs):
             names = ", ".join(f"'{t.name}'" for t in self.inputs)
             raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
@@ -123,3 +124,38 @@ class ScanFunction:
 
     def _stand_value(self, r, buf, values):
         values[id(self._stand[id(r)][0])] = buf
+
+
+class ScanBackend:
+    """The Trainer's execution backend for a training graph with scans: the
+    whole step (loss and every updated value) as one ScanFunction over the
+    leaves' buffers, its segments and steps compiled by `inner` (the native
+    or the reference backend); the results are copied into their buffers.
+
+    >>> backend = ScanBackend(graph, NativeBackend())      # doctest: +SKIP
+    """
+
+    def __init__(self, graph, inner):
+        self.graph, self.inner = graph, inner
+        self.name = f"scan+{inner.name}"
+
+    def program(self, kernels, views):
+        """A callable running the training step over `views` (`kernels` unused:
+        the scans' steps and the segments around them are compiled instead)."""
+        outs = self.graph.outputs
+        leaves = [t for t in topo_tensors(outs) if not t.is_compute and not is_scan(t)]
+        fn = self.function(outs, leaves)
+        sources = [views[id(t)] for t in leaves]
+        targets = [views[id(t)] for t in outs]
+
+        def run():
+            for target, value in zip(targets, fn(*sources)):
+                np.copyto(target, value)
+        return run
+
+    def function(self, outputs, inputs):
+        """A callable(*arrays) -> tuple of arrays computing `outputs` (scans or not)."""
+        outputs = list(outputs)
+        if any(is_scan(t) for t in topo_tensors(outputs)):
+            return ScanFunction(outputs, False, list(inputs), self.inner.function)
+        return self.inner.function(outputs, list(inputs))
