@@ -4,13 +4,18 @@ the step used the index variable), the rest of the graph cut at the scan
 results into native segments, and a driver that runs the segments in
 order and each scan's step for t in range(length) over the state buffers.
 
-The loop over t runs in Python around one native call of the step per t
-(not yet a C loop in the generated entry); the kernels and the code do not
-grow with length. Intermediates that two segments share are computed in
-each.
+The loop over t is C (`LOOP_SOURCE`, compiled once): per t it points the
+step's prev arguments into the states buffer (row t-1; init at the start)
+and its next-state outputs at row t -- the states are written in place, no
+copy -- and calls the step's compiled entry. (A step that is not a plain
+native function, e.g. under the reference backend, runs from a Python
+loop.) The kernels and the code do not grow with length. Intermediates
+that two segments share are computed in each.
 
 Hands on: a `ScanFunction`, called like a BuiltFunction.
 """
+import ctypes
+
 import numpy as np
 
 from ..errors import InputError
@@ -19,6 +24,41 @@ from ..te.feed import as_input_array
 from ..te.scan import clone, is_scan
 from ..te.tensor import placeholder
 from ..te.visit import topo_tensors
+from .function import BuiltFunction, address
+
+LOOP_SOURCE = r"""
+#include <stdint.h>
+typedef int64_t (*nf_entry_fn)(void* const*, int64_t*);
+int64_t nf_scan_loop(void* entry, void** args, int64_t length, int64_t reverse, int64_t* tix,
+                     int64_t count, const int64_t* prev_slot, const int64_t* next_slot,
+                     char* const* init, char* const* states, const int64_t* bytes,
+                     int64_t* err) {
+    nf_entry_fn f = (nf_entry_fn)entry;
+    for (int64_t it = 0; it < length; ++it) {
+        int64_t t = reverse ? length - 1 - it : it;
+        *tix = t;
+        for (int64_t k = 0; k < count; ++k) {
+            args[prev_slot[k]] = it == 0 ? init[k]
+                : states[k] + (reverse ? t + 1 : t - 1) * bytes[k];
+            args[next_slot[k]] = states[k] + t * bytes[k];
+        }
+        if (f(args, err)) return err[0];
+    }
+    return 0;
+}
+"""
+_loop = []
+
+
+def _scan_loop():
+    """The C loop over t (compiled on first use, then from the build cache)."""
+    if not _loop:
+        from ..toolchain import compile_c
+        lib = compile_c(LOOP_SOURCE)
+        fn = lib.get("nf_scan_loop", [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 +
+                     [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 6, ctypes.c_int64)
+        _loop.append((lib, fn))
+    return _loop[0][1]
 
 
 def build_with_scans(outs, single, inputs, build):
@@ -108,19 +148,43 @@ class ScanFunction:
         fn, leaves, prev_ids, externals = step
         states = [np.empty(r.shape, dt.to_numpy(r.dtype)) for r in g.results]
         feed = {id(s): values[id(e)] for e, (s, _) in externals}
-        state = [values[id(s)] for s in g.inits]
+        inits = [values[id(s)] for s in g.inits]
+        if isinstance(fn, BuiltFunction) and fn._plain:
+            self._native_loop(g, fn, leaves, feed, inits, states)
+        else:
+            self._python_loop(g, fn, leaves, prev_ids, feed, inits, states)
+        for r, buf in zip(g.results, states):
+            values[id(r)] = buf
+            self._stand_value(r, buf, values)
+
+    def _native_loop(self, g, fn, leaves, feed, inits, states):
+        count = len(g.prevs)
+        tix = np.zeros((), np.int64)
+        keep = [as_input_array(x, feed[id(x)]) for x in leaves[1 + count:]]
+        inits = [as_input_array(p, v) for p, v in zip(g.prevs, inits)]
+        args = (ctypes.c_void_p * (len(leaves) + count))(
+            address(tix), *([0] * count), *map(address, keep))
+        words = lambda xs: (ctypes.c_int64 * count)(*xs)  # noqa: E731
+        err = (ctypes.c_int64 * 2)()
+        entry = ctypes.cast(fn._entry, ctypes.c_void_p).value
+        code = _scan_loop()(
+            entry, args, g.length, int(g.reverse), address(tix), count,
+            words(range(1, 1 + count)), words(range(len(leaves), len(leaves) + count)),
+            words(map(address, inits)), words(map(address, states)),
+            words(b.itemsize * b[0].size for b in states), err)
+        if code:
+            fn._raise(err[0], err[1])
+
+    def _python_loop(self, g, fn, leaves, prev_ids, feed, inits, states):
+        state = inits
         steps = range(g.length - 1, -1, -1) if g.reverse else range(g.length)
         tix = np.zeros((), np.int64)
         for t in steps:
             tix[()] = t
             feed.update(zip(prev_ids, state))
-            out = fn(tix, *[feed[id(x)] for x in leaves[1:]])
-            state = list(out)
+            state = list(fn(tix, *[feed[id(x)] for x in leaves[1:]]))
             for buf, v in zip(states, state):
                 buf[t] = v
-        for r, buf in zip(g.results, states):
-            values[id(r)] = buf
-            self._stand_value(r, buf, values)
 
     def _stand_value(self, r, buf, values):
         values[id(self._stand[id(r)][0])] = buf

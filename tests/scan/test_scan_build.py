@@ -99,3 +99,32 @@ def test_zoo_lstm_scan_loss_and_gradients_match_its_torch_twin():
     np.testing.assert_allclose(loss, ref.item(), rtol=1e-10)
     for n, g in zip(values, ours):
         np.testing.assert_allclose(g, p[n].grad.numpy(), rtol=1e-8, atol=1e-12)
+
+
+def test_native_build_runs_the_loop_over_t_in_c(monkeypatch):
+    from neoflow.runtime.scan_function import ScanFunction
+
+    def refuse(*a):
+        raise AssertionError("the Python loop ran")
+    monkeypatch.setattr(ScanFunction, "_python_loop", refuse)
+    x = nf.placeholder((6, 4), "float64", name="x")
+    y = nf.nn.cumprod(x, 0)
+    (dx,) = nf.grad(y, [x], head=(head := nf.placeholder((6, 4), "float64", name="head")))
+    rng = np.random.default_rng(4)
+    xv, hv = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    got = nf.build([y, dx], [x, head])(xv, hv)
+    want = nf.evaluate([y, dx], {x: xv, head: hv})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_a_step_reading_past_the_end_raises_out_of_bounds():
+    from neoflow.errors import OutOfBoundsError
+    x = nf.placeholder((4, 3), name="x")
+    h0 = nf.placeholder((3,), name="h0")
+    hs = nf.scan(h0, lambda t, h: nf.compute((3,), lambda i: h[i] + x[t + 1, i], name="ahead"), 4)
+    f = nf.build(hs, [x, h0])
+    with pytest.raises(OutOfBoundsError, match="'x'"):
+        f(np.ones((4, 3), np.float32), np.zeros(3, np.float32))
+    with pytest.raises(OutOfBoundsError, match="'x'"):
+        nf.evaluate(hs, {x: np.ones((4, 3), np.float32), h0: np.zeros(3, np.float32)})
