@@ -3,13 +3,12 @@ one-layer LSTM over T steps, and its compile time against T.
 
 Variants, each timed alone in its own process (default threading):
   * nf-scan      NeoFlow, the LSTM as one nf.scan (neoflow.zoo.lstm_scan),
-                 built with nf.build of the loss and its gradients (the
-                 Trainer does not run scans yet; the SGD update is NumPy);
+                 nf.Trainer (SGD);
   * nf-unrolled  NeoFlow, the same cell unrolled in Python, nf.Trainer (SGD);
   * torch-lstm   torch.nn.LSTM (oneDNN), eager, torch.optim.SGD;
   * torch-loop   the PyTorch cell in a Python loop, eager;
   * torch-compile the PyTorch loop under torch.compile.
-Reported per (variant, T): compile seconds (first build or first step) and
+Reported per (variant, T): compile seconds (construction and first step) and
 the median ms/step of repeated blocks with the spread (min..max of blocks).
 
     python bench/scan.py                 # T = 16, 64, 256
@@ -25,51 +24,29 @@ import time
 VARIANTS = ["nf-scan", "nf-unrolled", "torch-lstm", "torch-loop", "torch-compile"]
 
 
-def _nf_scan(T, B, I, H, blocks, reps):
+def _nf(variant, T, B, I, H, blocks, reps):
     import numpy as np
     import neoflow as nf
     from neoflow.zoo.lstm_scan import lstm_layer
-    rng = np.random.default_rng(0)
-    x = nf.placeholder((T, B, I), name="x")
-    tgt = nf.placeholder((B, H), name="y")
-    h0 = nf.compute((B, H), lambda b, s: nf.const(0.0), name="h0")
-    ws = [nf.placeholder(s, name=n) for n, s in
-          [("wi", (4 * H, I)), ("wh", (4 * H, H)), ("bi", (4 * H,)), ("bh", (4 * H,))]]
-    hs, _ = lstm_layer(x, h0, h0, *ws)
-    b_, s_ = nf.reduce_axis(B), nf.reduce_axis(H)
-    loss = nf.compute((), lambda: nf.sum((hs[T - 1, b_, s_] - tgt[b_, s_]) ** 2.0,
-                                         axis=[b_, s_]))
-    t0 = time.perf_counter()
-    f = nf.build([loss] + nf.grad(loss, ws), [x, tgt] + ws)
-    compile_s = time.perf_counter() - t0
-    vals = [(rng.normal(size=w.shape) * 0.1).astype(np.float32) for w in ws]
-    xv = rng.normal(size=(T, B, I)).astype(np.float32)
-    yv = rng.normal(size=(B, H)).astype(np.float32)
-
-    def step():
-        out = f(xv, yv, *vals)
-        for n, g in enumerate(out[1:]):
-            vals[n] -= 0.01 * g
-    return compile_s, _time(step, blocks, reps)
-
-
-def _nf_unrolled(T, B, I, H, blocks, reps):
-    import numpy as np
-    import neoflow as nf
     x = nf.placeholder((T, B, I), name="x")
     tgt = nf.placeholder((B, H), name="y")
     wi, wh = nf.parameter((4 * H, I), name="wi"), nf.parameter((4 * H, H), name="wh")
-    bi, bh = nf.parameter((4 * H,), init="zeros", name="bi"), nf.parameter((4 * H,), init="zeros", name="bh")
-    wx = nf.nn.dense(x, wi)
+    bi = nf.parameter((4 * H,), init="zeros", name="bi")
+    bh = nf.parameter((4 * H,), init="zeros", name="bh")
     h = c = nf.compute((B, H), lambda b, s: nf.const(0.0), name="h0")
-    k = nf.reduce_axis(H, name="k")
-    for t in range(T):
-        pre = nf.compute((B, 4 * H), lambda b, j, t=t, h=h: wx[t, b, j] + bi[j] + bh[j]
-                         + nf.sum(h[b, k] * wh[j, k], axis=k))
-        c = nf.compute((B, H), lambda b, s, c=c, pre=pre: nf.sigmoid(pre[b, H + s]) * c[b, s]
-                       + nf.sigmoid(pre[b, s]) * nf.tanh(pre[b, 2 * H + s]))
-        h = nf.compute((B, H), lambda b, s, c=c, pre=pre:
-                       nf.sigmoid(pre[b, 3 * H + s]) * nf.tanh(c[b, s]))
+    if variant == "nf-scan":
+        hs, _ = lstm_layer(x, h, c, wi, wh, bi, bh)
+        h = nf.compute((B, H), lambda b, s: hs[T - 1, b, s], name="last")
+    else:                                       # the same cell, unrolled in Python
+        wx = nf.nn.dense(x, wi)
+        k = nf.reduce_axis(H, name="k")
+        for t in range(T):
+            pre = nf.compute((B, 4 * H), lambda b, j, t=t, h=h: wx[t, b, j] + bi[j] + bh[j]
+                             + nf.sum(h[b, k] * wh[j, k], axis=k))
+            c = nf.compute((B, H), lambda b, s, c=c, pre=pre: nf.sigmoid(pre[b, H + s]) * c[b, s]
+                           + nf.sigmoid(pre[b, s]) * nf.tanh(pre[b, 2 * H + s]))
+            h = nf.compute((B, H), lambda b, s, c=c, pre=pre:
+                           nf.sigmoid(pre[b, 3 * H + s]) * nf.tanh(c[b, s]))
     b_, s_ = nf.reduce_axis(B), nf.reduce_axis(H)
     loss = nf.compute((), lambda: nf.sum((h[b_, s_] - tgt[b_, s_]) ** 2.0, axis=[b_, s_]))
     rng = np.random.default_rng(0)
@@ -121,10 +98,8 @@ def _time(step, blocks, reps):
 
 
 def run_one(variant, T, B, I, H, blocks, reps):
-    fn = {"nf-scan": _nf_scan, "nf-unrolled": _nf_unrolled}.get(variant)
-    if fn is None:
-        return _torch(variant, T, B, I, H, blocks, reps)
-    return fn(T, B, I, H, blocks, reps)
+    run = _nf if variant.startswith("nf-") else _torch
+    return run(variant, T, B, I, H, blocks, reps)
 
 
 def main(argv=None):

@@ -3,8 +3,8 @@ each written in a few lines with nf.scan, on a toy sequence task: predict a
 running, decaying average of the input from the sequence so far.
 
 The recurrences are not unrolled: each is one scan whose gradient NeoFlow
-derives (a reverse scan). nf.Trainer does not run scans yet, so the loop
-below builds the loss and its gradients with nf.build and steps SGD itself.
+derives (a reverse scan); nf.Trainer compiles the whole step (each scan's
+step once, looped over t in C) and trains it with Adam.
 
     python examples/scan_linear_attention_ssm.py [--steps 200]
 """
@@ -44,35 +44,31 @@ def selective_ssm(x, a_log, w_dt, w_b, c):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=0.01)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     x = nf.placeholder((T, D), name="x")
     y = nf.placeholder((T,), name="y")
-    shapes = {"wq": (D, D), "wk": (D, D), "wv": (D, D), "a_log": (N,), "w_dt": (D, N),
-              "w_b": (D, N), "c": (N,), "wo": (D,)}
-    params = {n: nf.placeholder(s, name=n) for n, s in shapes.items()}
-    values = {n: (rng.normal(size=s) * 0.3).astype(np.float32) for n, s in shapes.items()}
-    att = linear_attention(x, params["wq"], params["wk"], params["wv"])
-    ssm = selective_ssm(x, params["a_log"], params["w_dt"], params["w_b"], params["c"])
+    p = {n: nf.parameter(s, init=(rng.normal(size=s) * 0.3).astype(np.float32), name=n)
+         for n, s in {"wq": (D, D), "wk": (D, D), "wv": (D, D), "a_log": (N,), "w_dt": (D, N),
+                      "w_b": (D, N), "c": (N,), "wo": (D,)}.items()}
+    att = linear_attention(x, p["wq"], p["wk"], p["wv"])
+    ssm = selective_ssm(x, p["a_log"], p["w_dt"], p["w_b"], p["c"])
     e = nf.reduce_axis(D, name="e")
-    pred = nf.compute((T,), lambda t: ssm[t] + nf.sum(att[t, e] * params["wo"][e], axis=e))
+    pred = nf.compute((T,), lambda t: ssm[t] + nf.sum(att[t, e] * p["wo"][e], axis=e))
     s = nf.reduce_axis(T, name="s")
     loss = nf.compute((), lambda: nf.sum((pred[s] - y[s]) * (pred[s] - y[s]), axis=s) / T)
-    grads = nf.grad(loss, list(params.values()))
-    step = nf.build([loss] + grads, [x, y] + list(params.values()))
-    for it in range(args.steps):
-        xv = rng.normal(size=(T, D)).astype(np.float32)
-        yv = np.zeros(T, np.float32)
-        acc = 0.0
-        for t in range(T):                      # target: a decaying running mean of x[:, 0]
-            acc = 0.8 * acc + 0.2 * xv[t, 0]
-            yv[t] = acc
-        out = step(xv, yv, *values.values())
-        for (n, v), g in zip(values.items(), out[1:]):
-            values[n] = v - args.lr * g
-        if it % max(1, args.steps // 10) == 0 or it == args.steps - 1:
-            print(f"step {it:4d}  loss {float(out[0]):.5f}")
+    with nf.Trainer(loss, optimizer=nf.optim.Adam(lr=args.lr), tuning="off") as trainer:
+        for it in range(args.steps):
+            xv = rng.normal(size=(T, D)).astype(np.float32)
+            yv = np.zeros(T, np.float32)
+            acc = 0.0
+            for t in range(T):                  # target: a decaying running mean of x[:, 0]
+                acc = 0.8 * acc + 0.2 * xv[t, 0]
+                yv[t] = acc
+            value = trainer.step({x: xv, y: yv})
+            if it % max(1, args.steps // 10) == 0 or it == args.steps - 1:
+                print(f"step {it:4d}  loss {value:.5f}")
 
 
 if __name__ == "__main__":
