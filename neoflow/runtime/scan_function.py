@@ -29,19 +29,23 @@ from .function import BuiltFunction, address
 LOOP_SOURCE = r"""
 #include <stdint.h>
 typedef int64_t (*nf_entry_fn)(void* const*, int64_t*);
+/* slots: for k < count, prev slot then next slot; for r < rows, row slot;
+   base/bytes: states then rows; offset: per row, the constant added to t. */
 int64_t nf_scan_loop(void* entry, void** args, int64_t length, int64_t reverse, int64_t* tix,
-                     int64_t count, const int64_t* prev_slot, const int64_t* next_slot,
-                     char* const* init, char* const* states, const int64_t* bytes,
+                     int64_t count, int64_t rows, const int64_t* slot, char* const* init,
+                     char* const* base, const int64_t* bytes, const int64_t* offset,
                      int64_t* err) {
     nf_entry_fn f = (nf_entry_fn)entry;
     for (int64_t it = 0; it < length; ++it) {
         int64_t t = reverse ? length - 1 - it : it;
         *tix = t;
         for (int64_t k = 0; k < count; ++k) {
-            args[prev_slot[k]] = it == 0 ? init[k]
-                : states[k] + (reverse ? t + 1 : t - 1) * bytes[k];
-            args[next_slot[k]] = states[k] + t * bytes[k];
+            args[slot[2 * k]] = it == 0 ? init[k]
+                : base[k] + (reverse ? t + 1 : t - 1) * bytes[k];
+            args[slot[2 * k + 1]] = base[k] + t * bytes[k];
         }
+        for (int64_t r = 0; r < rows; ++r)
+            args[slot[2 * count + r]] = base[count + r] + (t + offset[r]) * bytes[count + r];
         if (f(args, err)) return err[0];
     }
     return 0;
@@ -56,7 +60,8 @@ def _scan_loop():
         from ..toolchain import compile_c
         lib = compile_c(LOOP_SOURCE)
         fn = lib.get("nf_scan_loop", [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 +
-                     [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 6, ctypes.c_int64)
+                     [ctypes.c_void_p] + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 6,
+                     ctypes.c_int64)
         _loop.append((lib, fn))
     return _loop[0][1]
 
@@ -113,13 +118,25 @@ class ScanFunction:
         return fn, leaves, list(zip(wanted, cut))
 
     def _step(self, g, build):
+        """The step compiled alone: its leaves are t (int64, 0-d), the prevs,
+        then the externals -- an external read only at row t + c (c constant,
+        always in range) as that row, every other one whole."""
         tix = placeholder((), dt.INDEX, name=f"{g.name}_t")
-        stand = {id(e): (placeholder(e.shape, e.dtype, name=e.name), False)
-                 for e in g.externals}
-        nexts = clone(g.nexts, stand, {id(g.t): tix[()]})
-        leaves = [tix] + list(g.prevs) + [s for s, _ in stand.values()]
+        stand, rows = {}, {}
+        for e in g.externals:
+            c = _row_offset(g, e)
+            if c is None:
+                stand[id(e)] = (placeholder(e.shape, e.dtype, name=e.name), False)
+            else:
+                rows[id(e)] = c
+                stand[id(e)] = (placeholder(e.shape[1:], e.dtype, name=f"{e.name}_row"), "row")
+        prevs = [placeholder(p.shape, p.dtype, name=p.name) for p in g.prevs]
+        stand_all = dict(stand)
+        stand_all.update({id(p): (q, False) for p, q in zip(g.prevs, prevs)})
+        nexts = clone(g.nexts, stand_all, {id(g.t): tix[()]})
+        leaves = [tix] + prevs + [s for s, _ in stand.values()]
         fn = build(list(nexts), leaves)
-        return fn, leaves, [id(p) for p in g.prevs], list(zip(g.externals, stand.values()))
+        return fn, leaves, rows
 
     def __call__(self, *args):
         if len(args) != len(self.inputs):
@@ -145,44 +162,51 @@ class ScanFunction:
             values[id(orig)] = got[id(c)] if id(c) in got else values[id(c)]
 
     def _run_scan(self, g, step, values):
-        fn, leaves, prev_ids, externals = step
+        fn, leaves, rows = step
         states = [np.empty(r.shape, dt.to_numpy(r.dtype)) for r in g.results]
-        feed = {id(s): values[id(e)] for e, (s, _) in externals}
-        inits = [values[id(s)] for s in g.inits]
+        inits = [as_input_array(p, values[id(s)]) for p, s in zip(g.prevs, g.inits)]
+        ext = [as_input_array(e, values[id(e)]) for e in g.externals]
         if isinstance(fn, BuiltFunction) and fn._plain:
-            self._native_loop(g, fn, leaves, feed, inits, states)
+            self._native_loop(g, fn, leaves, rows, inits, ext, states)
         else:
-            self._python_loop(g, fn, leaves, prev_ids, feed, inits, states)
+            self._python_loop(g, fn, rows, inits, ext, states)
         for r, buf in zip(g.results, states):
             values[id(r)] = buf
             self._stand_value(r, buf, values)
 
-    def _native_loop(self, g, fn, leaves, feed, inits, states):
+    def _native_loop(self, g, fn, leaves, rows, inits, ext, states):
         count = len(g.prevs)
         tix = np.zeros((), np.int64)
-        keep = [as_input_array(x, feed[id(x)]) for x in leaves[1 + count:]]
-        inits = [as_input_array(p, v) for p, v in zip(g.prevs, inits)]
-        args = (ctypes.c_void_p * (len(leaves) + count))(
-            address(tix), *([0] * count), *map(address, keep))
-        words = lambda xs: (ctypes.c_int64 * count)(*xs)  # noqa: E731
+        first = 1 + count                      # slot of the first external
+        whole = [(n, a) for n, (e, a) in enumerate(zip(g.externals, ext)) if id(e) not in rows]
+        row = [(n, e, a) for n, (e, a) in enumerate(zip(g.externals, ext)) if id(e) in rows]
+        args = (ctypes.c_void_p * (len(leaves) + count))()
+        args[0] = address(tix)
+        for n, a in whole:
+            args[first + n] = address(a)
+        slots = [s for k in range(count) for s in (1 + k, len(leaves) + k)] + \
+            [first + n for n, _, _ in row]
+        base = [address(b) for b in states] + [address(a) for _, _, a in row]
+        nbytes = [b.itemsize * b[0].size for b in states] + \
+            [a.itemsize * a[0].size for _, _, a in row]
+        words = lambda xs: (ctypes.c_int64 * max(1, len(xs)))(*xs)  # noqa: E731
         err = (ctypes.c_int64 * 2)()
         entry = ctypes.cast(fn._entry, ctypes.c_void_p).value
         code = _scan_loop()(
-            entry, args, g.length, int(g.reverse), address(tix), count,
-            words(range(1, 1 + count)), words(range(len(leaves), len(leaves) + count)),
-            words(map(address, inits)), words(map(address, states)),
-            words(b.itemsize * b[0].size for b in states), err)
+            entry, args, g.length, int(g.reverse), address(tix), count, len(row), words(slots),
+            words([address(a) for a in inits]), words(base), words(nbytes),
+            words([rows[id(e)] for _, e, _ in row]), err)
         if code:
             fn._raise(err[0], err[1])
 
-    def _python_loop(self, g, fn, leaves, prev_ids, feed, inits, states):
+    def _python_loop(self, g, fn, rows, inits, ext, states):
         state = inits
         steps = range(g.length - 1, -1, -1) if g.reverse else range(g.length)
         tix = np.zeros((), np.int64)
         for t in steps:
             tix[()] = t
-            feed.update(zip(prev_ids, state))
-            state = list(fn(tix, *[feed[id(x)] for x in leaves[1:]]))
+            fed = [a[t + rows[id(e)]] if id(e) in rows else a for e, a in zip(g.externals, ext)]
+            state = list(fn(tix, *state, *fed))
             for buf, v in zip(states, state):
                 buf[t] = v
 
@@ -223,3 +247,29 @@ class ScanBackend:
         if any(is_scan(t) for t in topo_tensors(outputs)):
             return ScanFunction(outputs, False, list(inputs), self.inner.function)
         return self.inner.function(outputs, list(inputs))
+
+
+def _row_offset(g, e):
+    """c when every read of `e` in the step body has first index t + c (c a
+    constant with rows t + c in range for every t), else None."""
+    from ..te.expr import Binary, Const
+    from ..te.visit import reads
+    if e.ndim == 0:
+        return None
+    found = set()
+    for x in g.body:
+        for r in reads(x.op.body):
+            if r.tensor is not e:
+                continue
+            i = r.indices[0]
+            if i is g.t:
+                found.add(0)
+            elif isinstance(i, Binary) and i.a is g.t and isinstance(i.b, Const) and \
+                    i.op in ("add", "sub"):
+                found.add(i.b.value if i.op == "add" else -i.b.value)
+            else:
+                return None
+    if len(found) != 1:
+        return None
+    (c,) = found
+    return c if 0 <= c and g.length - 1 + c < e.shape[0] else None

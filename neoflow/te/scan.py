@@ -179,7 +179,7 @@ def _uses(e, var):
 def clone(roots, tensors, variables, batch=None):
     """The sub-graph behind `roots` rebuilt: reads of a tensor in `tensors`
     ({id(old): (new, batched)}) read `new` (with the batch index in front when
-    `batched`); IterVars in `variables` ({id(old): expr}) are replaced; every
+    `batched`; without their first index when `batched` is "row"); IterVars in `variables` ({id(old): expr}) are replaced; every
     compute that depends on either is rebuilt (shaped (batch.extent, *shape)
     with its first axis standing for `batch` when `batch`, an IterVar, is
     given). Returns the rebuilt roots, in order.
@@ -213,8 +213,10 @@ def _rebuild(x, memo, variables, batch):
         if isinstance(n, IterVar):
             return mapping.get(id(n), n)
         if isinstance(n, Read) and id(n.tensor) in memo:
-            new, batched = memo[id(n.tensor)]
-            return Read(new, ((axes[0],) if batched else ()) + tuple(n.indices))
+            new, how = memo[id(n.tensor)]
+            if how == "row":      # `new` is the row the first index picks
+                return Read(new, tuple(n.indices[1:]))
+            return Read(new, ((axes[0],) if how else ()) + tuple(n.indices))
         return n
 
     body = transform(x.op.body, fn)

@@ -128,3 +128,16 @@ def test_a_step_reading_past_the_end_raises_out_of_bounds():
         f(np.ones((4, 3), np.float32), np.zeros(3, np.float32))
     with pytest.raises(OutOfBoundsError, match="'x'"):
         nf.evaluate(hs, {x: np.ones((4, 3), np.float32), h0: np.zeros(3, np.float32)})
+
+
+def test_reference_backend_trainer_runs_the_python_loop_and_agrees_with_native():
+    net = lstm_scan.NETWORK
+    batch = net._make_batch(np.random.default_rng(5), "float32", **net.small)
+    losses = []
+    for backend in ("reference", "native"):
+        model = net.build("small")
+        with nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.5), tuning="off",
+                        backend=backend) as trainer:
+            assert trainer.stats()["backend"] == f"scan+{backend}"
+            losses.append([trainer.step(batch) for _ in range(3)])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
