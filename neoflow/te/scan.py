@@ -97,9 +97,12 @@ def scan(init, step, length, name=None, *, reverse=False):
         out = step(group.t, group.prevs[0] if single else group.prevs)
     finally:
         group.open = False
-    nexts = _check_nexts(group, out, single)
-    group.nexts = nexts
-    group.body, group.externals = _split(group)
+    group.nexts = _check_nexts(group, out, single)
+    body, _ = _split(group)
+    inside = {id(x) for x in body}
+    group.nexts = tuple(n if id(n) in inside else _copy(n, f"{group.name}_next{k}")
+                        for k, n in enumerate(group.nexts))   # a state made without t or prev
+    group.body, group.externals = _split(group, forced={id(n) for n in group.nexts})
     group.results = tuple(
         Tensor((group.length,) + s.shape, s.dtype,
                name if single else f"{name}_{k}", ScanOp(group, k))
@@ -137,9 +140,9 @@ def _copy(src, name):
     return compute(src.shape, lambda *i: src[i], name=name)
 
 
-def _split(group):
-    """(body, externals): the step's tensors that depend on t or a prev (producers
-    first), and the tensors outside the step that the body reads."""
+def _split(group, forced=frozenset()):
+    """(body, externals): the step's tensors that depend on t or a prev, and those
+    in `forced` (producers first), and the tensors outside the step the body reads."""
     own = {id(p) for p in group.prevs}
     order = topo_tensors(list(group.nexts))
     body, inside = [], set(own)
@@ -159,8 +162,8 @@ def _split(group):
         if is_scan(x) and any(id(p) in inside for p in tensor_inputs(x)):
             raise ExpressionError(f"nf.scan '{group.name}': a scan nested in the step that "
                                   f"depends on the step's state ('{x.name}') is not supported")
-        if x.is_compute and (any(id(p) in inside for p in tensor_inputs(x)) or
-                             _uses(x.op.body, group.t)):
+        if x.is_compute and (id(x) in forced or any(id(p) in inside for p in tensor_inputs(x))
+                             or _uses(x.op.body, group.t)):
             inside.add(id(x))
             body.append(x)
     externals, seen = [], set()

@@ -135,3 +135,33 @@ def test_second_order_gradient_through_a_scan():
     gww, gwx = torch.autograd.grad((gw * torch.tensor(vv)).sum(), [W, X])
     for a, b in zip(got, [gw.detach(), gww, gwx]):
         np.testing.assert_allclose(a, b.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_a_state_made_without_t_or_prev_and_its_gradient():
+    """A state element the step builds from outside tensors only (a constant per step)."""
+    T = 4
+
+    def ours(x, w):
+        h0 = nf.compute((3,), lambda i: nf.const(0.0, "float64"))
+
+        def step(t, s):
+            h, c = s
+            return (nf.compute((3,), lambda i: h[i] * c[i] + x[t, i]),
+                    nf.compute((3,), lambda i: w[i] * 2.0))
+        hs, cs = nf.scan((h0, h0), step, T)
+        return nf.compute((T, 3), lambda t, i: hs[t, i] + cs[t, i])
+
+    def theirs(x, w):
+        h, c, out = torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), []
+        for t in range(T):
+            h, c = h * c + x[t], w * 2.0
+            out.append(h + c)
+        return torch.stack(out)
+
+    check(ours, theirs, [(T, 3), (3,)])
+    x, w = nf.placeholder((T, 3), "float64", name="x"), nf.placeholder((3,), "float64", name="w")
+    y = ours(x, w)
+    rng = np.random.default_rng(0)
+    xv, wv = rng.normal(size=(T, 3)), rng.normal(size=3)
+    np.testing.assert_allclose(nf.build(y, [x, w])(xv, wv), nf.evaluate(y, {x: xv, w: wv}),
+                               rtol=1e-12)
