@@ -1,6 +1,7 @@
-"""Running graphs that contain scans (nf.build, and nf.Trainer's scan backend): each scan's step compiled once
-(its fused kernels under their schedules, t an int64 0-d input read where
-the step used the index variable), the rest of the graph cut at the scan
+"""Running graphs that contain scans (nf.build, and nf.Trainer's scan
+backend): each scan's step compiled once (its fused kernels under their
+schedules, t an int64 0-d input read where the step used the index
+variable; an input read only at row t + c passed as that row), the rest of the graph cut at the scan
 results into native segments, and a driver that runs the segments in
 order and each scan's step for t in range(length) over the state buffers.
 
@@ -9,8 +10,10 @@ step's prev arguments into the states buffer (row t-1; init at the start)
 and its next-state outputs at row t -- the states are written in place, no
 copy -- and calls the step's compiled entry. (A step that is not a plain
 native function, e.g. under the reference backend, runs from a Python
-loop.) The kernels and the code do not grow with length. Intermediates
-that two segments share are computed in each.
+loop.) The kernels and the code do not grow with length. A segment reads
+what an earlier segment handed on (scan results, scan inputs) instead of
+computing it again; other intermediates two segments share are computed
+in each.
 
 Hands on: a `ScanFunction`, called like a BuiltFunction.
 """
@@ -89,7 +92,7 @@ class ScanFunction:
         for t in order:
             if is_scan(t) and all(t.op.group is not g for g in groups):
                 groups.append(t.op.group)
-        self._stand = {}          # id(scan result) -> placeholder standing for it
+        self._stand = {}   # id(scan result or segment output) -> placeholder standing for it
         self._plan = []
         for g in groups:
             needed = self._segment([x for x in g.inputs], build)
@@ -115,6 +118,9 @@ class ScanFunction:
         computed = [c for c in cut if c.is_compute]
         leaves = [t for t in topo_tensors(computed) if not t.is_compute]
         fn = build(computed, leaves) if computed else None
+        for t in wanted:          # later segments read these instead of recomputing them
+            if t.is_compute and id(t) not in self._stand:
+                self._stand[id(t)] = (placeholder(t.shape, t.dtype, name=t.name), False)
         return fn, leaves, list(zip(wanted, cut))
 
     def _step(self, g, build):
@@ -160,6 +166,8 @@ class ScanFunction:
             got = {}
         for orig, c in pairs:
             values[id(orig)] = got[id(c)] if id(c) in got else values[id(c)]
+            if id(orig) in self._stand:
+                self._stand_value(orig, values[id(orig)], values)
 
     def _run_scan(self, g, step, values):
         fn, leaves, rows = step
