@@ -7,12 +7,15 @@ carry `q_t` (what flows into S[t] from step t+1; q_{L-1} = 0) and one step
 respect to prev (`nf.grad` of the step sub-graph, cloned at the adjoint's t).
 Its results R[t] = q_{t-1} give `d init = R[0]` and `G[t] = dS[t] + R[t+1]`.
 
-The gradients of everything else the step reads (parameters used at every
-step, per-step inputs x[t]) come from the step batched over t (te.scan.clone:
-one compute of shape (length, *shape) per step tensor, prev read from the
-shifted states) differentiated as an ordinary DAG with head G: a parameter's
-accumulation over t is one reduction, a per-step input's gradient is solved
-exactly. Memory is linear in length (states, R, G and the batched step).
+The adjoint step also hands on, as extra states (one row per t), the
+adjoint of every step tensor X that reads an input needing a gradient.
+The gradients of those inputs (parameters used at every step, per-step
+inputs x[t]) come from each X batched over t (te.scan.clone: shape
+(length, *shape), prev read from the shifted states) differentiated as an
+ordinary DAG with the stored rows as head: a parameter's accumulation over
+t is one reduction, a per-step input's gradient is solved exactly, and the
+step's forward is not run again. Memory is linear in length (the states
+and the adjoint scan's rows).
 
 Hands on: contributions to the adjoints of a scan's inits and inputs, added
 to the reverse pass (reverse.py) that reached the scan.
@@ -21,6 +24,7 @@ from ..te.expr import Const, IterVar
 from ..te.ops import where
 from ..te.scan import clone, scan
 from ..te.tensor import compute, placeholder
+from ..te.visit import tensor_inputs
 
 
 def multi_grad(outputs, heads, wrts):
@@ -64,46 +68,59 @@ def visit_scan(rev, t, adj):
 
 
 def _backprop(rev, group, dS):
-    L, inits, results = group.length, group.inits, group.results
+    L, inits, K = group.length, group.inits, len(group.inits)
     fwd = not group.reverse
     stand = {id(e): (placeholder(e.shape, e.dtype, name=e.name), False)
              for e in group.externals}
     back = {id(s): (e, False) for e, (s, _) in zip(group.externals, stand.values())}
-    local = clone(group.nexts, stand, {})
+    needed = [e for e in group.externals if id(e) in rev.dep]
+    wanted = {id(e) for e in needed}
+    readers = [x for x in group.body if any(id(p) in wanted for p in tensor_inputs(x))]
+    local = clone(list(group.nexts) + readers, stand, {})
     heads = [placeholder(s.shape, s.dtype, name=f"d{s.name}") for s in inits]
-    dprev = multi_grad(local, heads, group.prevs)
+    # per step: the adjoint of each prev, and of each step tensor that reads a
+    # needed input (kept as extra states of the adjoint scan: one row per t)
+    per_step = multi_grad(local[:K], heads, list(group.prevs) + local[K:])
 
     def adjoint_step(tr, q):
         g = [q[k] if dS[k] is None else
              compute(s.shape, lambda *i, k=k: dS[k][(tr,) + i] + q[k][i], name=f"g{k}")
              for k, s in enumerate(inits)]
-        before = [_state_before(group, k, tr) for k in range(len(inits))]
+        before = [_state_before(group, k, tr) for k in range(K)]
         tensors = dict(back)
         tensors.update({id(p): (b, False) for p, b in zip(group.prevs, before)})
         tensors.update({id(h): (x, False) for h, x in zip(heads, g)})
-        return tuple(clone(dprev, tensors, {id(group.t): tr}))
+        return tuple(clone(per_step, tensors, {id(group.t): tr}))
 
     zeros = tuple(compute(s.shape, lambda *i, s=s: Const(0, s.dtype), name=f"q0_{s.name}")
-                  for s in inits)
+                  for s in inits + tuple(readers))
     R = scan(zeros, adjoint_step, L, name=f"d{group.name}", reverse=fwd)
     first = 0 if fwd else L - 1
     for k, s in enumerate(inits):
         _add(rev, s, compute(s.shape, lambda *i, k=k: R[k][(first,) + i], name=f"d{s.name}"))
-    needed = [e for e in group.externals if id(e) in rev.dep]
     if not needed:
         return
-    G = [_total(dS[k], R[k], fwd, L) for k in range(len(inits))]
-    P = [_shifted(group, k) for k in range(len(inits))]
+    # the inputs' gradients: each reader batched over t, its adjoint the stored rows
+    P = [_shifted(group, k) for k in range(K)]
     stand_p = [placeholder(p.shape, p.dtype, name=p.name) for p in P]
-    stand_g = [placeholder(g.shape, g.dtype, name=g.name) for g in G]
     tensors = dict(stand)
     tensors.update({id(p): (sp, True) for p, sp in zip(group.prevs, stand_p)})
-    batched = [b if b is not n else _broadcast(n, L)
-               for b, n in zip(clone(group.nexts, tensors, {}, batch=group.t), group.nexts)]
-    grads = multi_grad(batched, stand_g, [stand[id(e)][0] for e in needed])
+    # each reader alone, the others read as stand-ins: its stored adjoint already
+    # holds what flows into it through the others
+    values = [placeholder((L,) + x.shape, x.dtype, name=f"{x.name}_b") for x in readers]
+    batched = []
+    for j, x in enumerate(readers):
+        cut = dict(tensors)
+        cut.update({id(y): (v, True) for i, (y, v) in enumerate(zip(readers, values)) if i != j})
+        cut.pop(id(x), None)
+        batched += clone([x], cut, {}, batch=group.t)
+    stand_h = [placeholder(r.shape, r.dtype, name=r.name) for r in R[K:]]
+    grads = multi_grad(batched, stand_h, [stand[id(e)][0] for e in needed])
     mapping = dict(back)
     mapping.update({id(sp): (p, False) for sp, p in zip(stand_p, P)})
-    mapping.update({id(sg): (g, False) for sg, g in zip(stand_g, G)})
+    mapping.update({id(sh): (r, False) for sh, r in zip(stand_h, R[K:])})
+    for v, b in zip(values, batched):   # readers come producers first: resolve in order
+        mapping[id(v)] = (clone([b], mapping, {})[0], False)
     for e, d in zip(needed, clone(grads, mapping, {})):
         _add(rev, e, d)
 
@@ -126,20 +143,3 @@ def _shifted(group, k):
                        name=f"{S.name}_before")
     return compute(S.shape, lambda t, *i: where(t >= 1, S[(t - 1,) + i], init[i]),
                    name=f"{S.name}_before")
-
-
-def _total(dS, R, fwd, L):
-    """G[t]: the whole adjoint of state t (from outside, and from step t+1)."""
-    zero = Const(0, R.dtype)
-    if fwd:
-        inner = lambda t, *i: where(t < L - 1, R[(t + 1,) + i], zero)  # noqa: E731
-    else:
-        inner = lambda t, *i: where(t >= 1, R[(t - 1,) + i], zero)  # noqa: E731
-    if dS is None:
-        return compute(R.shape, inner, name=f"G_{R.name}")
-    return compute(R.shape, lambda t, *i: dS[(t,) + i] + inner(t, *i), name=f"G_{R.name}")
-
-
-def _broadcast(n, L):
-    """A next state that depends on nothing of the step, repeated over t."""
-    return compute((L,) + n.shape, lambda t, *i: n[i], name=f"{n.name}_b")
