@@ -11,6 +11,7 @@ from .te import (Expr, Tensor, abs, cast, compute, const, erf, evaluate, exp, fl
                  sigmoid, sqrt, sum, tanh, where)
 from .te import ceil, clamp, cos, expm1, log1p, round, sign, sin
 from .te import random_uniform
+from .te.scan import scan
 from .api import build
 from .autodiff import grad
 from .te.flops import flops

@@ -14,6 +14,7 @@ from .graph.plan import check_signature, computed_tensors, partition
 from .runtime.function import BuiltFunction
 from .schedule import Config, default_config, lower_program
 from .te.random import random_states
+from .te.scan import is_scan
 from .te.tensor import Tensor
 from .te.visit import topo_tensors
 from .toolchain import compile_c
@@ -55,6 +56,13 @@ def build(outputs, inputs, target="cpu", database=None, *, configs=None, sanitiz
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     inputs = check_signature(outs, inputs)
+    if any(is_scan(t) for t in topo_tensors(outs)):
+        if target == "cuda":
+            raise NeoFlowError("nf.build: nf.scan runs on target='cpu' only (the Triton "
+                               "backend has no scan loop yet)")
+        from .runtime.scan_function import build_with_scans
+        return build_with_scans(outs, single, inputs, lambda o, i: build(
+            o, i, target, database, sanitize=sanitize, fusion=fusion))
     computed = computed_tensors(outs)
     randoms = random_states(topo_tensors(outs))
     kernels, fused = partition(computed, fusion)

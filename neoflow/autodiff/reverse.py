@@ -18,12 +18,14 @@ from ..te import dtype as dt
 from ..te.arith import conjuncts, free_vars, is_index_expr
 from ..te.expr import Binary, Const, Read, Reduce, Unary
 from ..te.simplify import Structure, add, conjunction, merge_sums, mul, neg, simplify, where, zero
+from ..te.scan import is_scan
 from ..te.tensor import Tensor, compute
 from ..te.visit import post_order, substitute, tensor_inputs, topo_tensors
 from .extremum import argext, selected
 from .index_solve import solve
 from .normalize import normalize
 from .rules import partials
+from .scan_grad import visit_scan
 
 
 def grad(output, wrt, head=None):
@@ -117,9 +119,9 @@ class _Contribution:
 
 
 class _Reverse:
-    def __init__(self, output, wrts, seed):
+    def __init__(self, output, wrts, seed, roots=None):
         self.output, self.wrts, self.seed = output, wrts, seed
-        self.order = topo_tensors([output])
+        self.order = topo_tensors(roots or [output])
         wrt_ids = {id(w) for w in wrts}
         self.dep = set()
         for t in self.order:
@@ -146,6 +148,9 @@ class _Reverse:
         if id(t) not in self.dep:
             return
         adj = self.seed if t is self.output else self._collect(t)
+        if is_scan(t):
+            visit_scan(self, t, adj)
+            return
         if adj is None:
             return
         self.adjoints[id(t)] = adj

@@ -7,6 +7,7 @@ Hands on: `Kernel`s in run order (for `nf.build`, `nf.tune`, benchmarks).
 """
 from ..errors import InputError, NeoFlowError
 from ..te.random import is_random_state
+from ..te.scan import is_scan
 from ..te.tensor import Tensor
 from ..te.visit import topo_tensors
 from .partition import fuse, kernels_of
@@ -58,7 +59,7 @@ def check_signature(outs, inputs):
             raise NeoFlowError(f"nf.build: input '{t.name}' is listed twice")
         seen.add(id(t))
     for t in topo_tensors(outs):
-        if not t.is_compute and id(t) not in seen and not is_random_state(t):
+        if not t.is_compute and not is_scan(t) and id(t) not in seen and not is_random_state(t):
             raise InputError(f"nf.build: the outputs read '{t.name}' {t.shape} {t.dtype}, "
                              "which is not among the inputs; add it to the inputs list")
     return list(inputs)

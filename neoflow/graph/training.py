@@ -30,6 +30,7 @@ from ..te import (Tensor, cast, compute, const, minimum, parameter, placeholder,
 from ..te import sum as te_sum
 from ..te import dtype as dt
 from ..te.random import random_states
+from ..te.scan import is_scan
 from ..te.tensor import ParameterOp, PlaceholderOp, live_computes
 from ..te.visit import reads, tensor_inputs, topo_tensors
 from .kernel import Kernel
@@ -113,7 +114,7 @@ def training_graph(loss, optimizer):
         raise NeoFlowError(f"training: optimizer must be an nf.optim optimizer (SGD, Adam), "
                            f"got {optimizer!r}")
     graph = topo_tensors([loss])
-    leaves = [t for t in graph if not t.is_compute]
+    leaves = [t for t in graph if not t.is_compute and not is_scan(t)]
     name_parameters(leaves)
     _warn_unreached(loss, graph)
     params = [t for t in leaves if isinstance(t.op, ParameterOp) and t.op.requires_grad]

@@ -16,6 +16,7 @@ from .activation import (celu, hardsigmoid, hardswish, hardtanh, leaky_relu, log
 from .einsum import einsum
 from .conv import conv1d, conv2d
 from .dropout import dropout
+from .cumulative import cumprod, cumsum
 from .embedding import embedding
 from .linear import batch_matmul, dense, matmul
 from .loss import cross_entropy, mse_loss
@@ -42,3 +43,4 @@ __all__ += ["silu", "mish", "softplus", "leaky_relu", "hardtanh", "hardsigmoid",
             "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "l1_loss",
             "kl_div", "logsumexp", "einsum"]
 __all__ += ["dropout"]
+__all__ += ["cumsum", "cumprod"]

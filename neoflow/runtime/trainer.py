@@ -37,6 +37,7 @@ from ..graph.training import training_graph
 from ..te import Tensor
 from ..te.feed import as_input_array
 from ..te.random import random_states, state_feed
+from ..te.scan import is_scan
 from ..te.tensor import ParameterOp, PlaceholderOp
 from ..te.visit import topo_tensors
 from ..tune.database import Database, DatabaseWarning, best_configs
@@ -49,6 +50,7 @@ from .executor import Executor
 from .feeds import check_feed
 from .init import initial_value
 from .reference import ReferenceBackend
+from .scan_function import ScanBackend
 from .tuner_process import TunerProcess
 
 TUNING = ("off", "background", "ahead")
@@ -118,6 +120,13 @@ class Trainer:
         self.optimizer = optimizer
         self.kernels = self.partition.kernels
         self.plan = plan_buffers(self.graph, self.kernels)
+        scans = any(is_scan(t) for t in topo_tensors(self.graph.outputs))
+        if scans and tuning != "off":
+            raise NeoFlowError(f"Trainer: tuning={tuning!r} does not cover a loss with nf.scan "
+                               "yet; use tuning='off'")
+        if scans and target == "cuda":
+            raise NeoFlowError("Trainer: a loss with nf.scan runs on target='cpu' only (the "
+                               "Triton backend has no scan loop yet)")
         self._ready = queue.Queue()     # Candidates compiled by the tuner, swapped in by step()
         self._tuning_s = 0.0
         lookup, start = database, {}
@@ -133,6 +142,8 @@ class Trainer:
             self._tune_ahead()
         self._backend = _make_backend(backend, target, lookup, start, precision)
         self._convert = getattr(self._backend, "feed_value", as_input_array)
+        if scans:
+            self._backend = ScanBackend(self.graph, self._backend)
         if tuning != "off" and self._backend.name != "native":
             self._tuner.close()
             raise NeoFlowError(f"Trainer: tuning={tuning!r} needs the native backend (a C "
@@ -364,7 +375,7 @@ class Trainer:
 
     def _forward_program(self, outs):
         """(outs, function, [(leaf, trainer tensor holding its value)], placeholders)."""
-        leaves = [t for t in topo_tensors(outs) if not t.is_compute]
+        leaves = [t for t in topo_tensors(outs) if not t.is_compute and not is_scan(t)]
         sources = []
         for t in leaves:
             src = t

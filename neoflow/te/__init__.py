@@ -7,9 +7,11 @@ from .ops import (abs, cast, const, erf, exp, floor, log, max, maximum, min, min
 from .ops import ceil, clamp, cos, expm1, log1p, round, sign, sin
 from .tensor import Tensor, compute, parameter, placeholder, reduce_axis
 from .random import random_uniform
+from .scan import scan
 
 __all__ = ["Tensor", "Expr", "IterVar", "placeholder", "parameter", "compute", "reduce_axis",
            "evaluate", "exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "erf", "floor",
            "pow", "maximum", "minimum", "where", "cast", "const", "sum", "max", "min",
            "ceil", "clamp", "cos", "expm1", "log1p", "round", "sign", "sin"]
 __all__ += ["random_uniform"]
+__all__ += ["scan"]

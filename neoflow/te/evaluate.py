@@ -18,6 +18,7 @@ from . import dtype as dt
 from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
 from .feed import resolve_feed
 from .random import Random, fresh_seed, is_random_state, random_states, state_feed, uniform
+from .scan import ScanStateOp, is_scan
 from .tensor import Tensor
 from .visit import post_order, topo_tensors
 
@@ -42,9 +43,14 @@ def evaluate(outputs, feed, seed=None):
         if not isinstance(t, Tensor):
             raise ExpressionError(f"nf.evaluate: outputs must be Tensors, got {t!r}")
     order = topo_tensors(outs)
+    for t in order:
+        if isinstance(t.op, ScanStateOp):
+            raise ExpressionError(f"nf.evaluate: '{t.name}' is the previous state of scan "
+                                  f"'{t.op.group.name}', read outside its step")
     states = random_states(order)
     given = {id(k) for k in (feed or {}) if isinstance(k, Tensor)}   # a runtime's own state
     values = resolve_feed(feed, [t for t in order if not t.is_compute
+                                 and not is_scan(t)
                                  and (not is_random_state(t) or id(t) in given)])
     drawn = state_feed(states, fresh_seed() if seed is None else seed, 0)
     values.update({k: v for k, v in drawn.items() if k not in values})
@@ -52,6 +58,8 @@ def evaluate(outputs, feed, seed=None):
         for t in order:
             if t.is_compute:
                 values[id(t)] = _Compute(t, values).run()
+            elif is_scan(t) and id(t) not in values:
+                _scan(t.op.group, values)
     results = tuple(np.array(values[id(t)], copy=True) for t in outs)
     return results[0] if single else results
 
@@ -72,9 +80,28 @@ def _or(a, b):
     return a if b is None else (a | b)
 
 
+def _scan(group, values):
+    """Run a scan's step for t in order, each state read from the one before."""
+    outs = [np.empty(r.shape, dt.to_numpy(r.dtype)) for r in group.results]
+    state = [values[id(s)] for s in group.inits]
+    steps = range(group.length - 1, -1, -1) if group.reverse else range(group.length)
+    for t in steps:
+        local = dict(values)
+        local.update({id(p): v for p, v in zip(group.prevs, state)})
+        bound = {id(group.t): np.asarray(t, np.int64)}
+        for x in group.body:
+            local[id(x)] = _Compute(x, local, bound).run()
+        state = [local[id(n)] for n in group.nexts]
+        for o, v in zip(outs, state):
+            o[t] = v
+    for r, o in zip(group.results, outs):
+        values[id(r)] = o
+
+
 class _Compute:
-    def __init__(self, tensor, values):
+    def __init__(self, tensor, values, bound=None):
         self.t, self.values = tensor, values
+        self.bound = bound or {}
         self.faults = []
 
     def run(self):
@@ -83,6 +110,7 @@ class _Compute:
         axes = t.op.axes
         env = {id(a): np.arange(a.extent).reshape((1,) * d + (a.extent,))
                for d, a in enumerate(axes)}
+        env.update(self.bound)
         if not axes:
             out[...] = self._finish(self.ev(t.op.body, _Frame(env, 0)), ())
             return out

@@ -86,9 +86,10 @@ def reads(e):
 
 
 def tensor_inputs(t):
-    """The tensors a compute tensor reads directly (no duplicates, in order)."""
+    """The tensors a compute tensor reads directly (no duplicates, in order);
+    for a scan result (te/scan.py), its inits and the tensors its step reads."""
     if not t.is_compute:
-        return []
+        return list(getattr(t.op, "inputs", ()))
     seen, out = set(), []
     for r in reads(t.op.body):
         if id(r.tensor) not in seen:

@@ -122,10 +122,10 @@ ISSUE_SIZES = {   # issue 8: the sizes the paper's networks are benchmarked at
 
 
 def test_every_issue_network_is_in_the_zoo():
-    assert set(ISSUE_SIZES) | {"lenet", "transformer"} == set(zoo.NETWORKS)
+    assert set(ISSUE_SIZES) | {"lenet", "transformer", "lstm_scan"} == set(zoo.NETWORKS)
     kinds = {n.name: n.kind for n in zoo.NETWORKS.values()}
     assert {k for k, v in kinds.items() if v == "novel"} == {
-        "milstm", "scrnn", "sublstm", "lltm", "capsnet"}
+        "milstm", "scrnn", "sublstm", "lltm", "capsnet", "lstm_scan"}
 
 
 @pytest.mark.parametrize("name", sorted(ISSUE_SIZES))
