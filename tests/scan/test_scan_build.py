@@ -44,7 +44,9 @@ def test_kernel_count_and_code_size_do_not_grow_with_length():
     """The steps (forward and reverse scan) compile to the same code for any
     length (up to the numbers in it: bounds and strides that involve it); the
     segments outside the scans are one kernel set each, sized by their own
-    schedules."""
+    schedules -- their reductions over t accumulate in blocks (one more loop
+    level per 4x of length, schedule/accumulate.py), so their code grows with
+    log(length) at most: 512 to 4096 steps adds under 10%."""
     seen = []
     for T in (8, 512):
         outs, inputs = _lstm_grads(T, dtype="float32")
@@ -55,7 +57,9 @@ def test_kernel_count_and_code_size_do_not_grow_with_length():
     (k8, sk8, ss8, total8), (k512, sk512, ss512, total512) = seen
     assert k8 == k512 and sk8 == sk512 and len(sk8) == 2
     assert ss8 == ss512
-    assert abs(total8 - total512) < 0.1 * total8
+    outs, inputs = _lstm_grads(4096, dtype="float32")
+    total4096 = nf.build(outs, inputs).source_size
+    assert total8 <= total512 <= total4096 < 1.1 * total512
 
 
 def test_trainer_trains_a_scanned_model():
