@@ -235,9 +235,10 @@ class ScanBackend:
         self.graph, self.inner = graph, inner
         self.name = f"scan+{inner.name}"
 
-    def program(self, kernels, views):
-        """A callable running the training step over `views` (`kernels` unused:
-        the scans' steps and the segments around them are compiled instead)."""
+    def program(self, kernels, views, apart=()):
+        """A callable running the training step over `views` (`kernels` and
+        `apart` unused: the scans' steps and the segments around them are
+        compiled instead)."""
         outs = self.graph.outputs
         leaves = [t for t in topo_tensors(outs) if not t.is_compute and not is_scan(t)]
         fn = self.function(outs, leaves)

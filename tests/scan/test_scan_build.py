@@ -122,16 +122,21 @@ def test_native_build_runs_the_loop_over_t_in_c(monkeypatch):
         np.testing.assert_allclose(g, w, rtol=1e-12)
 
 
-def test_a_step_reading_past_the_end_raises_out_of_bounds():
+def test_a_step_reading_past_the_end_is_refused_or_raises_out_of_bounds():
     from neoflow.errors import OutOfBoundsError
     x = nf.placeholder((4, 3), name="x")
     h0 = nf.placeholder((3,), name="h0")
-    hs = nf.scan(h0, lambda t, h: nf.compute((3,), lambda i: h[i] + x[t + 1, i], name="ahead"), 4)
-    f = nf.build(hs, [x, h0])
+    with pytest.raises(OutOfBoundsError, match="'x'"):      # provably outside: at construction
+        nf.scan(h0, lambda t, h: nf.compute((3,), lambda i: h[i] + x[t + 1, i], name="ahead"), 4)
+    rows = nf.placeholder((4,), dtype="int64", name="rows")  # a gathered row: at run time
+    hs = nf.scan(h0, lambda t, h: nf.compute((3,), lambda i: h[i] + x[rows[t], i], name="gather"),
+                 4)
+    f = nf.build(hs, [x, h0, rows])
+    feed = (np.ones((4, 3), np.float32), np.zeros(3, np.float32), np.array([0, 1, 4, 2]))
     with pytest.raises(OutOfBoundsError, match="'x'"):
-        f(np.ones((4, 3), np.float32), np.zeros(3, np.float32))
+        f(*feed)
     with pytest.raises(OutOfBoundsError, match="'x'"):
-        nf.evaluate(hs, {x: np.ones((4, 3), np.float32), h0: np.zeros(3, np.float32)})
+        nf.evaluate(hs, dict(zip((x, h0, rows), feed)))
 
 
 def test_reference_backend_trainer_runs_the_python_loop_and_agrees_with_native():
