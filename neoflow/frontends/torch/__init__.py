@@ -10,6 +10,8 @@ import torch.
 ... def double(x):
 ...     return nf.compute(x.shape, lambda *i: x[i] * 2)
 """
+from .backend import neoflow_backend as backend
 from .op import op
+from .report import report
 
-__all__ = ["op"]
+__all__ = ["op", "backend", "report"]
