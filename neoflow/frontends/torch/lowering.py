@@ -177,8 +177,7 @@ EXACT = {   # elementwise ops valid for every dtype (computed in the output's dt
     aten.relu.default: lambda v: te.maximum(v, 0),
     aten.mul.Tensor: lambda a, b: a * b, aten.mul.Scalar: lambda a, b: a * b,
     aten.maximum.default: te.maximum, aten.minimum.default: te.minimum,
-    aten.clone.default: lambda v: v, aten.alias.default: lambda v: v,
-    aten.lift_fresh_copy.default: lambda v: v,
+    aten.alias.default: lambda v: v, aten.lift_fresh_copy.default: lambda v: v,
 }
 COMPARE = {
     aten.eq.Tensor: operator.eq, aten.eq.Scalar: operator.eq,
@@ -193,6 +192,10 @@ BOOLEAN = {
     aten.bitwise_and.Tensor: operator.and_, aten.bitwise_or.Tensor: operator.or_,
     aten.bitwise_not.default: operator.invert,
 }
+
+
+def _clone(ctx, x, memory_format=None):
+    return elementwise(ctx, lambda v: v, x)
 
 
 def _logical_not(ctx, x):
@@ -490,8 +493,59 @@ def _scatter_value(ctx, x, dim, index, value):
     k = te.reduce_axis(index.shape[dim], name="k")
 
     def body(*i):
-        hit = te.max(te.where(index[i[:dim] + (k,) + i[dim + 1:]] == i[dim], 1, 0), axis=k)
+        hit = te.max(te.where(index[i[:dim] + (k,) + i[dim + 1:]] == i[dim],
+                                te.const(1, "int32"), te.const(0, "int32")), axis=k)
         return te.where(hit > 0, te.const(value, ctx.dtype), x[i])
+    return te.compute(ctx.shape, body, name=ctx.name)
+
+
+def _index_layout(ctx, x, indices):
+    """(first indexed dim, the index tensors, their broadcast shape) of
+    x[indices] with the indexed dims adjacent (the case lowered here)."""
+    dims = [d for d, t in enumerate(indices) if t is not None]
+    if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported(f"{ctx.name}: index tensors must be adjacent")
+    tensors = [indices[d] for d in dims]
+    if any(t.dtype not in ("int32", "int64") for t in tensors):
+        raise Unsupported(f"{ctx.name}: boolean (mask) indices")
+    from ...te.tensor import broadcast_shapes
+    return dims[0], tensors, broadcast_shapes(*(t.shape for t in tensors))
+
+
+def _wrap(value, size):
+    """A Python-style index: negative values count from the end."""
+    return te.where(value < 0, value + size, value)
+
+
+def _index(ctx, x, indices):
+    first, tensors, bshape = _index_layout(ctx, x, indices)
+    n, nb = len(tensors), len(bshape)
+
+    def body(*i):
+        pos = i[first:first + nb]
+        picked = tuple(_wrap(te.cast(_read_broadcast(t, pos, bshape), "int64"),
+                             x.shape[first + m]) for m, t in enumerate(tensors))
+        return x[i[:first] + picked + i[first + nb:]]
+    return te.compute(ctx.shape, body, name=ctx.name)
+
+
+def _index_put(ctx, x, indices, values, accumulate=False):
+    if not accumulate:
+        raise Unsupported(f"{ctx.name}: accumulate=False (duplicate indices are undefined)")
+    first, tensors, bshape = _index_layout(ctx, x, indices)
+    n = len(tensors)
+    axes = [te.reduce_axis(s, name=f"p{d}") for d, s in enumerate(bshape)]
+    vshape = x.shape[:first] + tuple(bshape) + x.shape[first + n:]
+
+    def body(*i):
+        hit = None
+        for m, t in enumerate(tensors):
+            c = _wrap(te.cast(_read_broadcast(t, tuple(axes), bshape), "int64"),
+                      x.shape[first + m]) == i[first + m]
+            hit = c if hit is None else hit & c
+        full = i[:first] + tuple(axes) + i[first + n:]
+        v = _read_broadcast(values, full, vshape)
+        return x[i] + te.sum(te.where(hit, v, te.const(0, ctx.dtype)), axis=axes)
     return te.compute(ctx.shape, body, name=ctx.name)
 
 
@@ -596,7 +650,7 @@ TABLE = {
     **{op: _ew(fn) for op, fn in EXACT.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},
     **{op: _bool_op(fn) for op, fn in BOOLEAN.items()},
-    aten.logical_not.default: _logical_not, aten.isnan.default: _isnan,
+    aten.clone.default: _clone, aten.logical_not.default: _logical_not, aten.isnan.default: _isnan,
     aten.add.Tensor: _add, aten.add.Scalar: _add, aten.sub.Tensor: _sub,
     aten.sub.Scalar: _sub, aten.rsub.Scalar: _rsub, aten.rsub.Tensor: _rsub,
     aten.div.Tensor: _div, aten.div.Scalar: _div, aten.div.Tensor_mode: _div,
@@ -631,7 +685,8 @@ TABLE = {
     aten._log_softmax_backward_data.default: _log_softmax_backward,
     aten.embedding.default: _embedding,
     aten.embedding_dense_backward.default: _embedding_backward,
-    aten.gather.default: _gather, aten.scatter.value: _scatter_value,
+    aten.gather.default: _gather, aten.index.Tensor: _index,
+    aten.index_put.default: _index_put, aten.scatter.value: _scatter_value,
     aten.view.default: _reshape, aten._unsafe_view.default: _reshape,
     aten.reshape.default: _reshape, aten.unsqueeze.default: _reshape,
     aten.squeeze.dim: _reshape, aten.squeeze.dims: _reshape, aten.squeeze.default: _reshape,
