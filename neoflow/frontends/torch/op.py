@@ -226,8 +226,11 @@ class TorchOp:
     def _real(self, *args):
         self._check(args)
         function = self._function(self._entry(args))
-        results = function(*[to_array(a) for a, (_, kind, _) in zip(args, self.params)
-                             if kind == "Tensor"])
+        arrays = [to_array(a) for a, (_, kind, _) in zip(args, self.params) if kind == "Tensor"]
+        try:
+            results = function(*arrays)
+        except NeoFlowError as e:
+            raise type(e)(f"{self.name}: {e}") from e
         outs = [to_torch(r) for r in ((results,) if not isinstance(results, tuple)
                                       else results)]
         return tuple(outs) if self._tuple else outs[0]
