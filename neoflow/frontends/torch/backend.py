@@ -212,7 +212,8 @@ def lower_graph(fx, kind, opts, record):
 class Runner:
     """A built partition, called in place of its fx submodule: torch tensors
     in (zero-copy when contiguous), torch tensors out, restrided where the
-    graph's fake result is not contiguous."""
+    graph's fake result is a dense permutation of another layout (an
+    expanded, overlapping layout stays contiguous: same values)."""
 
     def __init__(self, function, single, strides, lowered):
         self.function, self.single, self.strides = function, single, strides
@@ -253,7 +254,8 @@ def _build_partition(sub, call, opts):
     strides = []
     for n in out_nodes:
         val = n.meta.get("val")
-        strides.append(None if val.is_contiguous() else tuple(val.stride()))
+        dense = torch._prims_common.is_non_overlapping_and_dense_or_false(val)
+        strides.append(None if val.is_contiguous() or not dense else tuple(val.stride()))
     try:
         function = build(outputs, inputs, database=opts.database)
     except NeoFlowError as e:

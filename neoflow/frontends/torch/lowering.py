@@ -147,6 +147,22 @@ def _elu(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
                                                (te.exp(v * input_scale) - 1) * (alpha * scale)), x)
 
 
+def _leaky_relu(ctx, x, slope=0.01):
+    return elementwise(ctx, lambda v: te.where(v > 0, v, v * slope), x)
+
+
+def _leaky_relu_backward(ctx, g, x, slope, self_is_result):
+    return elementwise(ctx, lambda gv, xv: te.where(xv > 0, gv, gv * slope), g, x)
+
+
+def _sign(ctx, x):
+    def fn(v):
+        zero, one = te.const(0, ctx.dtype), te.const(1, ctx.dtype)
+        s = te.where(v > zero, one, te.where(v < zero, -one, zero))
+        return te.where(v != v, v, s) if ctx.dtype in ("float32", "float64") else s
+    return elementwise(ctx, fn, x)
+
+
 def _threshold_backward(ctx, g, x, threshold):
     return elementwise(ctx, lambda gv, xv: te.where(xv <= threshold, 0.0 * gv, gv), g, x)
 
@@ -549,6 +565,20 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     return te.compute(ctx.shape, body, name=ctx.name)
 
 
+def _scatter_add(ctx, x, dim, index, src):
+    dim = dim % x.ndim
+    if any(index.shape[d] != x.shape[d] or src.shape[d] != x.shape[d]
+           for d in range(x.ndim) if d != dim):
+        raise Unsupported(f"{ctx.name}: index or src smaller than self outside dim")
+    k = te.reduce_axis(index.shape[dim], name="k")
+
+    def body(*i):
+        at = i[:dim] + (k,) + i[dim + 1:]
+        return x[i] + te.sum(te.where(index[at] == i[dim], src[at], te.const(0, ctx.dtype)),
+                             axis=k)
+    return te.compute(ctx.shape, body, name=ctx.name)
+
+
 # --- views, shapes, constants --------------------------------------------------------------
 def _reshape(ctx, x, *_):
     return nn.reshape(x, ctx.shape) if tuple(x.shape) != ctx.shape else \
@@ -659,6 +689,8 @@ TABLE = {
     aten.clamp.default: _clamp, aten.clamp_min.default: lambda c, x, m: _clamp(c, x, m),
     aten.clamp_max.default: lambda c, x, m: _clamp(c, x, None, m),
     aten.hardtanh.default: lambda c, x, lo=-1.0, hi=1.0: _clamp(c, x, lo, hi),
+    aten.leaky_relu.default: _leaky_relu, aten.leaky_relu_backward.default: _leaky_relu_backward,
+    aten.sign.default: _sign, aten.scatter_add.default: _scatter_add,
     aten.gelu.default: _gelu, aten.elu.default: _elu,
     aten.silu.default: _float_only(lambda v: v * te.sigmoid(v)),
     aten.threshold_backward.default: _threshold_backward,
@@ -712,7 +744,7 @@ def _decompositions():
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     for op in (aten.embedding_dense_backward.default, aten.gelu.default,
-               aten.silu.default, aten.elu.default):
+               aten.silu.default, aten.elu.default, aten.leaky_relu.default):
         table.pop(op, None)
     return table
 
