@@ -17,3 +17,8 @@ def nf_backend():
         return "neoflow"
     import neoflow as nf
     return nf.torch.backend
+
+
+@pytest.fixture(scope="session")
+def entry_point_installed():
+    return has_entry_point()

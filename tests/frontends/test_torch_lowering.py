@@ -75,6 +75,7 @@ CASES = {
     "gather": (lambda x, i: x.gather(1, i) * 3, [r(4, 5), idx(5, 4, 3)]),
     "constants": (lambda x: x * torch.ones(3, 4, dtype=D) + torch.full((4,), 2.5, dtype=D)
                   + torch.arange(4, dtype=D) + torch.zeros_like(x), [r(3, 4)]),
+    "any": (lambda x: x * (x > 0.5).any(dim=1, keepdim=True).to(D), [r(5, 4)]),
     "dtype_cast": (lambda x, i: x * i.to(D) + (x > 0).sum(dim=1, keepdim=True).to(D),
                    [r(3, 4), idx(5, 3, 4)]),
 }

@@ -283,11 +283,11 @@ def _var(ctx, x, dim=None, correction=None, keepdim=False):
 
 
 def _any_dim(ctx, x, dim, keepdim=False):
-    flags = te.compute(x.shape, lambda *i: te.where(x[i] != te.const(0, x.dtype) if
-                                                    x.dtype != "bool" else x[i], 1, 0) * 1,
-                       name=f"{ctx.name}_flag")
+    one, zero = te.const(1, "int32"), te.const(0, "int32")
     red = reduce_over(x.shape, norm_dims(dim, x.ndim, ctx.name), keepdim,
-                      lambda f, o: te.cast(flags[f], "int32"), f"{ctx.name}_max", "max")
+                      lambda f, o: te.where(x[f] if x.dtype == "bool" else
+                                            x[f] != te.const(0, x.dtype), one, zero),
+                      f"{ctx.name}_max", "max")
     return te.compute(ctx.shape, lambda *i: red[i] > 0, name=ctx.name)
 
 
@@ -740,11 +740,16 @@ VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.de
 
 
 def _decompositions():
-    """core_aten_decompositions, minus the ops lowered here directly."""
+    """core_aten_decompositions, minus the ops lowered here directly, and
+    minus the CPU flash-attention forward: its decomposition does not make
+    the logsumexp the (undecomposed) flash backward expects -- the gradients
+    come out wrong even with no NeoFlow kernel in the graph (torch 2.13) --
+    so the pair runs in PyTorch."""
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     for op in (aten.embedding_dense_backward.default, aten.gelu.default,
-               aten.silu.default, aten.elu.default, aten.leaky_relu.default):
+               aten.silu.default, aten.elu.default, aten.leaky_relu.default,
+               aten._scaled_dot_product_flash_attention_for_cpu.default):
         table.pop(op, None)
     return table
 
