@@ -269,3 +269,16 @@ def test_importing_neoflow_does_not_import_torch():
                   "nf.torch; print('torch' in sys.modules, nf.torch.op is not None)")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "True"]
+
+
+@pytest.mark.slow
+def test_tuning_ahead_and_background_stay_correct(nf_backend, tmp_path):
+    model = _MLP()
+    x = torch.randn(4, 9)
+    for mode in ("ahead", "background"):
+        torch._dynamo.reset()
+        compiled = _compile(model, nf_backend, tuning=mode, trials=2,
+                            database=str(tmp_path / "tuning.sqlite"))
+        with torch.no_grad():
+            np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-5,
+                                       atol=1e-6)
