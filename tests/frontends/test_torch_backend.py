@@ -282,3 +282,27 @@ def test_tuning_ahead_and_background_stay_correct(nf_backend, tmp_path):
         with torch.no_grad():
             np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-5,
                                        atol=1e-6)
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-2, foreach=True),
+    lambda ps: torch.optim.Adam(ps, lr=1e-2, foreach=True)], ids=["sgd", "adam"])
+def test_compiled_optimizer_step_foreach_ops(make_opt, nf_backend):
+    torch.manual_seed(0)
+    eager = torch.nn.Linear(5, 3)
+    ours = copy.deepcopy(eager)
+    opt_e, opt_o = make_opt(eager.parameters()), make_opt(ours.parameters())
+    step = torch.compile(opt_o.step, backend=nf_backend)
+    x = torch.randn(6, 5)
+    torch._dynamo.reset()
+    for _ in range(4):
+        for model, opt, fn in ((eager, opt_e, opt_e.step), (ours, opt_o, step)):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            fn()
+    for a, b in zip(eager.parameters(), ours.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+    graphs = nf.torch.report(ours).values()
+    native = {op for g in graphs for op in g["native"]}
+    assert any(op.startswith("aten._foreach_") for op in native)
+    assert not [g["fallback"] for g in graphs if g["fallback"]]

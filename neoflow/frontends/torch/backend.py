@@ -62,7 +62,7 @@ def neoflow_backend(gm, example_inputs, options=None):
     >>> model = torch.compile(model, backend="neoflow", options={"tuning": "off"})
     """
     opts = Options(options)
-    record = CompiledModel(example_inputs)
+    record = CompiledModel(gm, example_inputs)
 
     def compiler(kind):
         def compile_graph(fx, inputs):

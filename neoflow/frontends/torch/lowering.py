@@ -675,7 +675,42 @@ def _arange(ctx, start, end=None, step=1, **kwargs):
                       name=ctx.name)
 
 
+# --- torch.optim's foreach ops (a compiled optimizer step) --------------------------------
+def _foreach(fn):
+    """An entry applying elementwise `fn` to each position of the argument
+    lists (a scalar or single-tensor argument is shared by every position)."""
+    def entry(ctx, *args, **kwargs):
+        outs = []
+        for n, out in enumerate(ctx.out):
+            pick = [a[n] if isinstance(a, (list, tuple)) else a for a in args]
+            meta = tuple(m[n] if isinstance(m, (list, tuple)) else m for m in ctx.meta)
+            outs.append(elementwise(Context(out, meta, f"{ctx.name}_{n}"),
+                                    lambda *v: fn(*v, **kwargs), *pick))
+        return outs
+    return entry
+
+
+FOREACH = {
+    aten._foreach_add.List: lambda a, b, alpha=1: a + b * alpha,
+    aten._foreach_add.Scalar: lambda a, b: a + b,
+    aten._foreach_add.Tensor: lambda a, b, alpha=1: a + b * alpha,
+    aten._foreach_sub.List: lambda a, b, alpha=1: a - b * alpha,
+    aten._foreach_sub.Scalar: lambda a, b: a - b,
+    aten._foreach_mul.List: lambda a, b: a * b, aten._foreach_mul.Scalar: lambda a, b: a * b,
+    aten._foreach_mul.Tensor: lambda a, b: a * b,
+    aten._foreach_div.List: lambda a, b: a / b, aten._foreach_div.Scalar: lambda a, b: a / b,
+    aten._foreach_addcmul.Scalar: lambda a, b, c, value=1: a + b * c * value,
+    aten._foreach_addcdiv.Scalar: lambda a, b, c, value=1: a + b / c * value,
+    aten._foreach_lerp.Scalar: lambda a, b, weight: a + (b - a) * weight,
+    aten._foreach_sqrt.default: te.sqrt, aten._foreach_neg.default: lambda a: -a,
+    aten._foreach_reciprocal.default: lambda a: 1 / a, aten._foreach_exp.default: te.exp,
+    aten._foreach_pow.ScalarAndTensor: lambda a, b: te.pow(a, b),
+    aten._foreach_pow.Scalar: lambda a, b: te.pow(a, b),
+    aten._foreach_maximum.List: te.maximum,
+}
+
 TABLE = {
+    **{op: _foreach(fn) for op, fn in FOREACH.items()},
     **{op: _float_only(fn) for op, fn in UNARY.items()},
     **{op: _ew(fn) for op, fn in EXACT.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},

@@ -54,12 +54,15 @@ def _dead():
 
 class CompiledModel:
     """One Dynamo graph given to the backend: its ATen graphs' records and
-    (weakly) the tensors it was compiled with, to find it from a model."""
+    (weakly) the tensors it was compiled with -- its inputs and the
+    parameters and buffers Dynamo kept on the graph module -- to find it
+    from a model."""
 
-    def __init__(self, example_inputs):
+    def __init__(self, gm, example_inputs):
         self.index = len(_COMPILED)
         self.graphs = []
-        self._inputs = {id(t): weakref.ref(t) for t in example_inputs
+        held = list(gm.parameters()) + list(gm.buffers()) if gm is not None else []
+        self._inputs = {id(t): weakref.ref(t) for t in list(example_inputs) + held
                         if isinstance(t, torch.Tensor)}
         _COMPILED.append(self)
 
