@@ -26,6 +26,8 @@ def __getattr__(name):
     importing neoflow never imports torch)."""
     if name == "torch":
         import importlib
+        from .errors import require
+        require("torch", "pip install torch", "nf.torch (the PyTorch frontend)")
         module = importlib.import_module(".frontends.torch", __name__)
         globals()["torch"] = module
         return module

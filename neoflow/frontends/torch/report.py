@@ -122,6 +122,8 @@ class Report(dict):
                         f"{100 * g['native_share']:>12.1f}%")
             for op, count in sorted(g["fallback"].items()):
                 rows.append(f"    fell back: {op} x{count} ({g['reasons'][op]})")
+            for why in g["failed"]:
+                rows.append(f"    a partition ran in PyTorch: {why}")
         if len(rows) == 1:
             rows.append("(nothing compiled by backend='neoflow' yet)")
         return "\n".join(rows)
