@@ -306,3 +306,12 @@ def test_compiled_optimizer_step_foreach_ops(make_opt, nf_backend):
     native = {op for g in graphs for op in g["native"]}
     assert any(op.startswith("aten._foreach_") for op in native)
     assert not [g["fallback"] for g in graphs if g["fallback"]]
+
+
+def test_symbolic_shapes_fall_back_and_stay_correct(nf_backend):
+    model = _MLP()
+    compiled = torch.compile(model, backend=nf_backend, dynamic=True)
+    for batch in (3, 6):
+        x = torch.randn(batch, 9)
+        np.testing.assert_allclose(compiled(x).detach().numpy(), model(x).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
