@@ -23,3 +23,16 @@ from .tune import tune  # the function; the stage's other names: neoflow.tune.<m
 from .tune.ray_runner import RayRunner
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """`nf.torch`, the PyTorch frontend, imported on first use (so that
+    importing neoflow never imports torch)."""
+    if name == "torch":
+        import importlib
+        from .errors import require
+        require("torch", "pip install torch", "nf.torch (the PyTorch frontend)")
+        module = importlib.import_module(".frontends.torch", __name__)
+        globals()["torch"] = module
+        return module
+    raise AttributeError(f"module 'neoflow' has no attribute {name!r}")

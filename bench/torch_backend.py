@@ -1,0 +1,246 @@
+"""torch.compile(backend="neoflow") against PyTorch eager and inductor on the
+zoo's PyTorch twins (neoflow/zoo/*, zoo/twin.py), plus nf.Trainer on the
+same network, and the call overhead of an nf.torch.op against a plain
+torch.autograd.Function.
+
+Per network and framework, in its own process with default threading (no
+OpenMP variables set): the compile time (the first training step, which
+compiles; nf.Trainer: its construction plus first step), then BLOCKS
+blocks of STEPS timed training steps (forward, backward, SGD update; the
+optimizer runs eagerly, the model is compiled) -- the median ms/step of the
+blocks, with min..max -- and, for the backend, the share of FLOPs that ran
+natively (nf.torch.report). A second figure, "interleaved", runs eager,
+inductor and the backend in one process, one block of each in turn, so
+that load from other processes hits all alike; it is labelled as such.
+
+    python bench/torch_backend.py                          # default sizes
+    python bench/torch_backend.py --networks lltm lenet --blocks 7 --steps 20
+    python bench/torch_backend.py --smoke                  # tiny, for the tests
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "bench" / "results"
+NETWORKS = ["lenet", "lltm", "milstm", "scrnn", "sublstm", "transformer"]
+FRAMEWORKS = ["eager", "inductor", "neoflow", "trainer"]
+INTERLEAVED = ["eager", "inductor", "neoflow"]
+LR, MOMENTUM = 0.01, 0.9
+
+
+# --- one framework, one network (runs in a worker process) --------------------------------
+class _Run:
+    """One framework training one zoo network: `step()` runs a training step."""
+
+    def __init__(self, framework, network, preset):
+        import torch
+        from neoflow import zoo
+        from neoflow.runtime.init import initial_value
+        self.framework = framework
+        self.model = zoo.get(network).build(preset, dtype="float32")
+        self.batch = self.model.make_batch(np.random.default_rng(0))
+        start = time.perf_counter()
+        if framework == "trainer":
+            import neoflow as nf
+            self.trainer = nf.Trainer(self.model.loss, nf.optim.SGD(lr=LR, momentum=MOMENTUM))
+            self.step()
+        else:
+            values = {k: initial_value(p, seed=1) for k, p in self.model.params.items()}
+            self.twin = self.model.torch_model(values)
+            self.opt = torch.optim.SGD(self.twin.parameters(), lr=LR, momentum=MOMENTUM)
+            self.data = {k: torch.from_numpy(v) for k, v in self.batch.items()}
+            self.fn = self.twin if framework == "eager" else torch.compile(
+                self.twin, backend={"inductor": "inductor", "neoflow": "neoflow"}[framework],
+                dynamic=False)
+            self.step()
+        self.compile_s = time.perf_counter() - start
+
+    def step(self):
+        if self.framework == "trainer":
+            return self.trainer.step(self.batch)
+        loss = self.fn(self.data)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+    def block(self, steps):
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        return (time.perf_counter() - start) * 1e3 / steps
+
+    def native_share(self):
+        if self.framework != "neoflow":
+            return None
+        import neoflow as nf
+        rep = nf.torch.report(self.fn)
+        native = sum(g["flops_native"] for g in rep.values())
+        total = sum(g["flops_total"] for g in rep.values())
+        return native / total if total else None
+
+
+def _summary(blocks):
+    return {"ms_step": statistics.median(blocks), "min": min(blocks), "max": max(blocks)}
+
+
+def worker(frameworks, network, preset, steps, blocks, warmup):
+    """Time `frameworks` on `network` in this process (one block of each in
+    turn when there are several); returns {framework: result}."""
+    runs = {f: _Run(f, network, preset) for f in frameworks}
+    for run in runs.values():
+        for _ in range(warmup):
+            run.step()
+    times = {f: [] for f in frameworks}
+    for _ in range(blocks):
+        for f, run in runs.items():
+            times[f].append(run.block(steps))
+    return {f: {**_summary(times[f]), "compile_s": run.compile_s,
+                "native_share": run.native_share()} for f, run in runs.items()}
+
+
+# --- call overhead of nf.torch.op ----------------------------------------------------------
+def op_overhead(calls):
+    """Microseconds per call of a tiny nf.torch.op and of the same work as a
+    plain torch.autograd.Function, with and without grad and in inference mode."""
+    import torch
+    import neoflow as nf
+
+    @nf.torch.op("nfbench::scale")
+    def scale(x):
+        return nf.compute(x.shape, lambda i: x[i] * 2.0)
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+    x = torch.randn(16)
+    xg = x.clone().requires_grad_()
+    out = {}
+    for label, fn in (("nf.torch.op", scale), ("autograd.Function", Scale.apply)):
+        for mode, arg, ctx in (("no_grad", x, torch.no_grad), ("grad", xg, _null),
+                               ("inference_mode", x, torch.inference_mode)):
+            with ctx():
+                fn(arg)
+                samples = []
+                for _ in range(5):
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        fn(arg)
+                    samples.append((time.perf_counter() - start) * 1e6 / calls)
+            out[f"{label} ({mode})"] = statistics.median(samples)
+    return out
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# --- the driver ----------------------------------------------------------------------------
+def _spawn(args):
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip()
+                else f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _cell(result, key, fmt):
+    if result is None or "error" in result:
+        return "error" if result else "-"
+    value = result.get(key)
+    return "-" if value is None else fmt.format(value)
+
+
+def table(results, frameworks):
+    """The markdown table of `results` {network: {"alone": ..., "interleaved": ...}}."""
+    head = ["network"] + [f"{f} ms/step" for f in frameworks] + \
+        [f"{f} compile s" for f in frameworks if f != "eager"] + \
+        ["FLOPs native", "neoflow ms (interleaved)", "eager ms (interleaved)",
+         "inductor ms (interleaved)"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for net, r in results.items():
+        alone, inter = r["alone"], r.get("interleaved", {})
+        cells = [net]
+        cells += [_cell(alone.get(f), "ms_step", "{:.2f}") + (
+            _cell(alone.get(f), "min", " ({:.2f}") + _cell(alone.get(f), "max", "..{:.2f})")
+            if alone.get(f) and "error" not in alone[f] else "") for f in frameworks]
+        cells += [_cell(alone.get(f), "compile_s", "{:.1f}") for f in frameworks if f != "eager"]
+        cells.append(_cell(alone.get("neoflow"), "native_share", "{:.1%}"))
+        cells += [_cell(inter.get(f), "ms_step", "{:.2f}") if "error" not in inter else "error"
+                  for f in ("neoflow", "eager", "inductor")]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def main(argv=None):
+    """Command line: run the benchmark (or one worker), print the table;
+    returns the results dict."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--networks", nargs="+", default=NETWORKS)
+    p.add_argument("--frameworks", nargs="+", default=FRAMEWORKS, choices=FRAMEWORKS)
+    p.add_argument("--preset", default="default", choices=["default", "small"])
+    p.add_argument("--steps", type=int, default=10, help="timed steps per block")
+    p.add_argument("--blocks", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--calls", type=int, default=2000, help="calls per overhead sample")
+    p.add_argument("--no-interleaved", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes and counts (tests)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    p.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.smoke:
+        a.preset, a.steps, a.blocks, a.warmup, a.calls = "small", 2, 2, 1, 50
+    if a.overhead_worker:
+        print(json.dumps(op_overhead(a.calls)))
+        return None
+    if a.worker:
+        network, frameworks = a.worker[0], a.worker[1:]
+        print(json.dumps(worker(frameworks, network, a.preset, a.steps, a.blocks, a.warmup)))
+        return None
+    common = ["--preset", a.preset, "--steps", str(a.steps), "--blocks", str(a.blocks),
+              "--warmup", str(a.warmup)]
+    results = {}
+    for net in a.networks:
+        alone = {}
+        for f in a.frameworks:            # each framework alone in its own process
+            r = _spawn(["--worker", net, f, *common])
+            alone[f] = r.get(f, r)
+        entry = {"alone": alone}
+        together = [f for f in INTERLEAVED if f in a.frameworks]
+        if not a.no_interleaved and len(together) > 1:
+            entry["interleaved"] = _spawn(["--worker", net, *together, *common])
+        results[net] = entry
+        print(f"{net}: done", file=sys.stderr)
+    overhead = _spawn(["--overhead-worker", "--calls", str(a.calls)])
+    report = {"preset": a.preset, "steps": a.steps, "blocks": a.blocks, "networks": results,
+              "op_overhead_us": overhead}
+    print(table(results, a.frameworks))
+    print("\ncall overhead, us per call (median of 5 samples):")
+    for k, v in overhead.items():
+        print(f"  {k:<36} {v:8.2f}" if isinstance(v, float) else f"  {k}: {v}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "torch_backend.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""frontends/torch/backend: `torch.compile(model, backend="neoflow")`.
+
+Dynamo's graph goes through aot_autograd (functionalised ATen graphs for
+the forward, the backward and inference). In each ATen graph every node
+whose op has an entry in the lowering table, and whose lowering succeeds on
+the node's concrete shapes, is supported; torch's CapabilityBasedPartitioner
+groups the supported nodes into partitions; each partition is lowered to
+te (lowering.TABLE) and built with `nf.build` (fusion, schedules, tuning
+database), and its call in the graph becomes a call of the built function.
+Everything else runs in PyTorch, unchanged. Found by torch through the
+`torch_dynamo_backends` entry point (pyproject.toml): never registered here.
+
+Hands on: `neoflow_backend` (the backend callable) and the records
+`report.report` reads.
+"""
+import operator
+import threading
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from ...api import build
+from ...errors import NeoFlowError
+from ...te import placeholder
+from ...te.tensor import Tensor
+from .convert import te_dtype, to_array, to_torch
+from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported
+from .report import CompiledModel, GraphRecord, node_flops, op_name
+
+_TUNING = ("off", "background", "ahead")
+_FALLBACK = ("eager", "error")
+
+
+class Options:
+    """The backend's options= (see docs/torch.md)."""
+
+    def __init__(self, options):
+        options = dict(options or {})
+        unknown = sorted(set(options) - {"tuning", "fallback", "database", "trials"})
+        if unknown:
+            raise NeoFlowError(f"backend 'neoflow': unknown option(s) {unknown}; known: "
+                               "tuning, fallback, database, trials")
+        self.tuning = options.get("tuning", "off")
+        self.fallback = options.get("fallback", "eager")
+        self.database = options.get("database")
+        self.trials = options.get("trials", 32)
+        if self.tuning not in _TUNING:
+            raise NeoFlowError(f"backend 'neoflow': tuning={self.tuning!r}; expected one of "
+                               f"{', '.join(_TUNING)}")
+        if self.fallback not in _FALLBACK:
+            raise NeoFlowError(f"backend 'neoflow': fallback={self.fallback!r}; expected one "
+                               f"of {', '.join(_FALLBACK)}")
+
+
+def neoflow_backend(gm, example_inputs, options=None):
+    """The `torch.compile` backend: training and inference through aot_autograd,
+    supported ATen ops compiled by NeoFlow, the rest run by PyTorch.
+
+    >>> model = torch.compile(model, backend="neoflow", options={"tuning": "off"})
+    """
+    opts = Options(options)
+    record = CompiledModel(gm, example_inputs)
+
+    def compiler(kind):
+        def compile_graph(fx, inputs):
+            return make_boxed_func(lower_graph(fx, kind, opts, record))
+        return compile_graph
+
+    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                        inference_compiler=compiler("inference"),
+                        decompositions=DECOMPOSITIONS)(gm, example_inputs)
+
+
+# --- which nodes lower ---------------------------------------------------------------------
+def _fake(value):
+    """A node argument's fake value (fx nodes replaced by their meta['val'])."""
+    return torch.fx.node.map_arg(value, lambda n: n.meta.get("val"))
+
+
+def _static_tensor(v):
+    return isinstance(v, torch.Tensor) and all(isinstance(s, int) for s in v.shape) and \
+        v.device.type == "cpu" and v.numel() > 0
+
+
+def _stand_in(v, name):
+    """A te placeholder standing for fake tensor `v` (Unsupported if it cannot)."""
+    if not _static_tensor(v):
+        raise Unsupported(f"{name}: symbolic, empty or non-CPU tensor")
+    return placeholder(tuple(v.shape), te_dtype(v.dtype, name), name=name)
+
+
+def lower_node(node, env):
+    """The te result of call_function `node`, its tensor arguments read from
+    `env` {fx node: te value}; checked against the node's fake result."""
+    if node.target is operator.getitem:
+        src, index = node.args
+        value = env[src][index]
+        if value is None:
+            raise Unsupported("getitem of an output the lowering does not make")
+        return value
+    entry = TABLE.get(node.target)
+    if entry is None:
+        raise Unsupported(f"no lowering for {op_name(node.target)}")
+    out = node.meta.get("val")
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not all(o is None or _static_tensor(o) for o in outs):
+        raise Unsupported("symbolic, empty or non-CPU result")
+    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+    result = entry(Context(out, _fake(node.args), node.name), *args, **kwargs)
+    results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if len(results) != len(outs):
+        raise Unsupported(f"lowering made {len(results)} results for {len(outs)}")
+    for r, o in zip(results, outs):
+        if o is None:
+            continue
+        if not isinstance(r, Tensor) or tuple(r.shape) != tuple(o.shape) or \
+                r.dtype != te_dtype(o.dtype, node.name):
+            raise Unsupported(f"lowering made {r!r}, expected {tuple(o.shape)} {o.dtype}")
+    return result
+
+
+def _check_node(node):
+    """None if `node` lowers on its own (its inputs as placeholders), else why not."""
+    if node.op != "call_function":
+        return "not an op"
+    env = {}
+    try:
+        for n in node.all_input_nodes:
+            if n.target is operator.getitem or isinstance(n.meta.get("val"), (tuple, list)):
+                vals = n.meta.get("val")
+                env[n] = tuple(None if v is None else _stand_in(v, f"{n.name}_{k}")
+                               for k, v in enumerate(vals)) \
+                    if isinstance(vals, (tuple, list)) else _stand_in(vals, n.name)
+            else:
+                env[n] = _stand_in(n.meta.get("val"), n.name)
+        lower_node(node, env)
+    except NeoFlowError as e:
+        return str(e)
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+class _Support(OperatorSupportBase):
+    def __init__(self, reasons):
+        self.reasons = reasons
+
+    def is_node_supported(self, submodules, node):
+        return node.op == "call_function" and self.reasons.get(node) is None
+
+
+# --- one ATen graph ------------------------------------------------------------------------
+def lower_graph(fx, kind, opts, record):
+    """Compile the supported parts of ATen graph `fx` with NeoFlow; returns the
+    graph module to run (the rest of it runs in PyTorch)."""
+    graph = GraphRecord(f"{record.index}.{kind}", kind)
+    reasons = {}
+    for node in fx.graph.nodes:
+        if node.op == "call_function":
+            reasons[node] = _check_node(node)
+            if reasons[node] is not None and node.target is operator.getitem:
+                src = node.args[0]
+                reasons[node] = reasons.get(src) or reasons[node]
+    failing = {n: r for n, r in reasons.items() if r is not None}
+    if opts.fallback == "error" and failing:
+        lines = [f"  {op_name(n.target)} ({n.name}): {r}" for n, r in failing.items()]
+        raise NeoFlowError(f"backend 'neoflow' (fallback='error'): {len(failing)} ATen op(s) "
+                           "in the " + kind + " graph do not lower:\n" + "\n".join(lines))
+    flops = {n: node_flops(n) for n in reasons}
+    partitioner = CapabilityBasedPartitioner(fx, _Support(reasons),
+                                             allows_single_node_partition=True)
+    partitions = [p for p in partitioner.propose_partitions()
+                  if not all(n.target in VIEWS or n.target is operator.getitem
+                             for n in p.nodes)]
+    fused = partitioner.fuse_partitions(partitions) if partitions else fx
+    native = set()
+    for node in list(fused.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("fused_"):
+            index = int(node.target[len("fused_"):])
+            try:
+                runner = _build_partition(fused.get_submodule(node.target), node, opts)
+            except NeoFlowError as e:
+                if opts.fallback == "error":
+                    raise
+                graph.failed.append(str(e))
+                continue
+            node.op, node.target = "call_function", runner
+            native.update(partitions[index].nodes)
+            graph.kernels += len(runner.function.kernels)
+            graph.runners.append(runner)
+    fused.graph.lint()
+    fused.recompile()
+    for node, reason in reasons.items():
+        if node.target is operator.getitem:
+            continue
+        if node in native:
+            graph.add_native(op_name(node.target), flops[node])
+        else:
+            graph.add_fallback(op_name(node.target), flops[node],
+                               reason or "left in PyTorch (a partition of views only, or "
+                               "one that did not build)")
+    record.graphs.append(graph)
+    if opts.tuning != "off" and graph.runners:
+        graph.tuner = _tune(graph.runners, opts)
+    return fused
+
+
+class Runner:
+    """A built partition, called in place of its fx submodule: torch tensors
+    in (zero-copy when contiguous), torch tensors out, restrided where the
+    graph's fake result is a dense permutation of another layout (an
+    expanded, overlapping layout stays contiguous: same values)."""
+
+    def __init__(self, function, single, strides, lowered):
+        self.function, self.single, self.strides = function, single, strides
+        self.lowered = lowered          # (te outputs, te inputs), for tuning
+        self.__name__ = "neoflow_partition"
+
+    def __call__(self, *tensors):
+        results = self.function(*[to_array(t) for t in tensors])
+        if not isinstance(results, tuple):
+            results = (results,)
+        outs = []
+        for r, stride in zip(results, self.strides):
+            t = to_torch(r)
+            if stride is not None:
+                t = torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
+            outs.append(t)
+        return outs[0] if self.single else tuple(outs)
+
+
+def _build_partition(sub, call, opts):
+    """Lower fused submodule `sub` (called by fx node `call`) and build it."""
+    env, inputs = {}, []
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    for ph, arg in zip(placeholders, call.args):
+        t = _stand_in(arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg, ph.name)
+        env[ph] = t
+        inputs.append(t)
+    lowered = 0
+    for node in sub.graph.nodes:
+        if node.op == "call_function":
+            env[node] = lower_node(node, env)
+            lowered += 1
+        elif node.op == "output":
+            result = node.args[0]
+    single = not isinstance(result, (tuple, list))
+    out_nodes = [result] if single else list(result)
+    outputs = [env[n] for n in out_nodes]
+    strides = []
+    for n in out_nodes:
+        val = n.meta.get("val")
+        dense = torch._prims_common.is_non_overlapping_and_dense_or_false(val)
+        strides.append(None if val.is_contiguous() or not dense else tuple(val.stride()))
+    try:
+        function = build(outputs, inputs, database=opts.database)
+    except NeoFlowError as e:
+        raise NeoFlowError(f"building {lowered} lowered op(s) failed: {e}") from e
+    return Runner(function, single, strides, (outputs, inputs))
+
+
+def _tune(runners, opts):
+    """Tune each partition's kernels: before returning ("ahead") or in a
+    daemon thread that swaps the tuned functions in ("background")."""
+    from ...tune import tune
+
+    def work():
+        for runner in runners:
+            outputs, inputs = runner.lowered
+            try:
+                tune(outputs, inputs, trials=opts.trials, database=opts.database,
+                     progress=False)
+                runner.function = build(outputs, inputs, database=opts.database)
+            except NeoFlowError:
+                continue        # keep the untuned function; tuning is an optimisation
+
+    if opts.tuning == "ahead":
+        work()
+        return None
+    thread = threading.Thread(target=work, name="neoflow-torch-tuner", daemon=True)
+    thread.start()
+    return thread

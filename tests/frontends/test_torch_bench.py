@@ -1,0 +1,30 @@
+"""bench/torch_backend.py's smoke mode: each framework in its own process,
+the interleaved figure and the op-overhead figures come back, and the JSON
+report is written."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "torch_backend.py"
+
+
+@pytest.mark.slow
+def test_smoke_mode(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--networks", "lltm",
+                           "--frameworks", "eager", "neoflow", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "| lltm |" in done.stdout and "nf.torch.op (grad)" in done.stdout
+    report = json.loads((tmp_path / "torch_backend.json").read_text())
+    lltm = report["networks"]["lltm"]
+    for f in ("eager", "neoflow"):
+        assert lltm["alone"][f]["ms_step"] > 0, lltm["alone"][f]
+        assert lltm["interleaved"][f]["ms_step"] > 0
+    assert lltm["alone"]["neoflow"]["native_share"] == 1.0
+    assert lltm["alone"]["neoflow"]["compile_s"] > 0
+    assert report["op_overhead_us"]["autograd.Function (grad)"] > 0
