@@ -102,7 +102,9 @@ def lower_kernel(kernel, config, sites):
     stmts = []
     for t, sc in zip(kernel.stages, config.stages):
         stmt = _StageLowering(t, sc, buffers, sites, kernel.origins.get(t.name))
-        stmt = blocked_sums(stmt.lower())
+        stmt = stmt.lower()
+        if config.gpu is None:      # a GPU reduction is a block (tree) reduction already
+            stmt = blocked_sums(stmt)
         if sc.compute_at:
             stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
         else:

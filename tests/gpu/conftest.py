@@ -1,11 +1,7 @@
 # The GPU backend's tests run the generated Triton kernels in Triton's
 # interpreter on CPU torch tensors unless a run asks otherwise
-# (TRITON_INTERPRET=0 on a machine with a GPU). The variable must be set
-# before any kernel is defined (triton.jit reads it then), so here, before
-# the test modules import anything.
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# (TRITON_INTERPRET=0 on a machine with a GPU); tests/conftest.py sets the
+# variable before anything imports triton.
 
 
 def pytest_configure(config):
