@@ -11,13 +11,14 @@ NeoFlowError; nothing falls back to NumPy or PyTorch.
 (8, 4, 7, 7)
 """
 from .activation import elu, gelu, log_softmax, relu, sigmoid, softmax, tanh
-from .conv import conv1d, conv2d
+from .conv import conv1d, conv2d, conv3d, conv_transpose2d
 from .embedding import embedding
 from .linear import batch_matmul, dense, matmul
 from .loss import cross_entropy, mse_loss
 from .norm import (batch_norm, batch_norm_running_stats, batch_norm_stats, layer_norm,
                    state_updates)
-from .pool import avg_pool2d, max_pool2d
+from .pool import (adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool2d, avg_pool2d,
+                   avg_pool3d, max_pool2d, max_pool3d)
 from .reduce import amax, amin, mean, sum, var
 from .shape import (concat, flatten, narrow, pad, permute, pixel_shuffle, reshape, slice,
                     split, transpose)
@@ -28,3 +29,5 @@ __all__ = ["dense", "matmul", "batch_matmul", "conv1d", "conv2d", "max_pool2d", 
            "embedding", "reshape", "flatten", "transpose", "permute", "concat", "split",
            "narrow", "slice", "pad", "pixel_shuffle", "sum", "mean", "var", "amax", "amin",
            "cross_entropy", "mse_loss"]
+__all__ += ["conv3d", "conv_transpose2d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool2d",
+            "adaptive_avg_pool3d", "adaptive_max_pool2d"]
