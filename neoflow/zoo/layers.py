@@ -47,15 +47,17 @@ def batch_norm(ps, x, name):
 
 
 def conv_bn(ps, x, name, out_channels, kernel, stride=1, groups=1, act=None):
-    """conv2d (no bias, 'same'-style padding kernel // 2) -> batch norm ->
-    `act` ("relu", "relu6" or None).
+    """conv2d, or conv3d for a 5-d x (no bias, 'same'-style padding kernel // 2;
+    kernel an int or a tuple per spatial dim) -> batch norm -> `act` ("relu",
+    "relu6" or None).
 
     >>> y = conv_bn(ps, x, "stem", 32, 3, stride=2, act="relu6")
     """
-    w = ps(f"{name}.conv.weight", (out_channels, x.shape[1] // groups, kernel, kernel),
-           init="kaiming")
-    y = batch_norm(ps, nn.conv2d(x, w, stride=stride, padding=kernel // 2, groups=groups),
-                   f"{name}.bn")
+    ks = _kernel(kernel, x.ndim)
+    w = ps(f"{name}.conv.weight", (out_channels, x.shape[1] // groups) + ks, init="kaiming")
+    conv = {4: nn.conv2d, 5: nn.conv3d}[x.ndim]
+    y = batch_norm(ps, conv(x, w, stride=stride, padding=tuple(k // 2 for k in ks),
+                            groups=groups), f"{name}.bn")
     return {"relu": nn.relu, "relu6": relu6, None: lambda t: t}[act](y)
 
 
@@ -75,10 +77,16 @@ def torch_conv_bn(p, x, name, kernel, stride=1, groups=1, act=None):
     >>> y = torch_conv_bn(p, x, "stem", 3, stride=2, act="relu6")
     """
     import torch.nn.functional as F
-    y = F.conv2d(x, p[f"{name}.conv.weight"], stride=stride, padding=kernel // 2,
-                 groups=groups)
+    conv = {4: F.conv2d, 5: F.conv3d}[x.dim()]
+    y = conv(x, p[f"{name}.conv.weight"], stride=stride,
+             padding=tuple(k // 2 for k in _kernel(kernel, x.dim())), groups=groups)
     y = torch_batch_norm(p, y, f"{name}.bn")
     return {"relu": F.relu, "relu6": F.relu6, None: lambda t: t}[act](y)
+
+
+def _kernel(kernel, ndim):
+    """A kernel size (int or tuple) as a tuple over the ndim - 2 spatial dims."""
+    return (kernel,) * (ndim - 2) if isinstance(kernel, int) else tuple(kernel)
 
 
 def classification_batch(rng, dtype, x_shape, classes):
