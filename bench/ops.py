@@ -1,12 +1,15 @@
 """NeoFlow's default schedules against PyTorch eager, in one process, on 2 threads.
 
-Prints a markdown table: GFLOP/s for matmul and conv2d, GB/s (input read
-once + output written once) for softmax and the elementwise chain; each the
-median of repeated timed calls after a warm-up call. NeoFlow and torch calls
+Prints a markdown table: GFLOP/s for matmul and the convolutions (conv2d,
+conv3d, conv_transpose2d and its weight gradient), GB/s (input read once +
+output written once) for softmax and the elementwise chain; each the median
+of repeated timed calls after a warm-up call. NeoFlow and torch calls
 alternate, so both see the same machine (it may be shared).
 
     python bench/ops.py            # or: make bench
+    python bench/ops.py --smoke    # tiny sizes, 2 repeats: checks the script runs
 """
+import argparse
 import os
 
 os.environ["OMP_NUM_THREADS"] = "2"   # read when OpenMP starts: set before any import
@@ -60,6 +63,46 @@ def conv2d(batch):
             "GFLOP/s")
 
 
+def conv3d(batch, channels, frames, size):
+    """A ResNet-3D-18 3x3x3 convolution (stage 1 on 8-frame 56x56 clips: 64
+    channels, 4 x 14 x 14 after the stem and max pool)."""
+    x = nf.placeholder((batch, channels, frames, size, size), name="x")
+    w = nf.placeholder((channels, channels, 3, 3, 3), name="w")
+    y = nf.nn.conv3d(x, w, padding=1)
+    xv, wv = rand(batch, channels, frames, size, size), rand(channels, channels, 3, 3, 3)
+    return (f"conv3d 3x3x3 {channels}ch {frames}x{size}x{size} pad 1, batch {batch}",
+            nf.build(y, [x, w]), (xv, wv),
+            lambda t, u: torch.nn.functional.conv3d(t, u, padding=1),
+            (torch.from_numpy(xv), torch.from_numpy(wv)),
+            2 * batch * channels * channels * 27 * frames * size * size, "GFLOP/s")
+
+
+def conv_transpose2d(batch, cin, size, weight_grad=False):
+    """A DCGAN generator layer: 4x4 stride 2 padding 1, cin -> cin / 2
+    channels, size -> 2 size; or the gradient of its weight."""
+    cout = cin // 2
+    x = nf.placeholder((batch, cin, size, size), name="x")
+    w = nf.placeholder((cin, cout, 4, 4), name="w")
+    y = nf.nn.conv_transpose2d(x, w, stride=2, padding=1)
+    xv, wv = rand(batch, cin, size, size), rand(cin, cout, 4, 4)
+    work = 2 * batch * cin * cout * 16 * size * size
+    name = f"conv_transpose2d 4x4/2 {cin}->{cout}ch {size}->{2 * size}, batch {batch}"
+    if not weight_grad:
+        return (name, nf.build(y, [x, w]), (xv, wv),
+                lambda t, u: torch.nn.functional.conv_transpose2d(t, u, stride=2, padding=1),
+                (torch.from_numpy(xv), torch.from_numpy(wv)), work, "GFLOP/s")
+    g = nf.placeholder(y.shape, name="g")
+    dw, = nf.grad(y, [w], head=g)
+    gv = rand(*y.shape)
+
+    def torch_dw(t, u, h):
+        return torch.ops.aten.convolution_backward(
+            h, t, u, None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1, [False, True, False])[1]
+    return (name.replace("conv_transpose2d", "conv_transpose2d weight grad"),
+            nf.build(dw, [x, g]), (xv, gv), torch_dw,
+            (torch.from_numpy(xv), torch.from_numpy(wv), torch.from_numpy(gv)), work, "GFLOP/s")
+
+
 def softmax():
     x = nf.placeholder((4096, 1024), name="x")
     xv = rand(4096, 1024)
@@ -83,12 +126,29 @@ def chain():
             (torch.from_numpy(xv),), 2 * xv.nbytes, "GB/s")
 
 
-def main():
+def cases(smoke):
+    """The benchmark's cases, built; `smoke`: tiny convolutions only."""
+    if smoke:
+        return [matmul(64), conv3d(1, 8, 3, 6), conv_transpose2d(2, 8, 4),
+                conv_transpose2d(2, 8, 4, weight_grad=True)]
+    return [matmul(512), matmul(1024), conv2d(1), conv2d(8), conv3d(2, 64, 4, 14),
+            conv3d(2, 128, 2, 7), conv_transpose2d(16, 256, 8), conv_transpose2d(16, 128, 16),
+            conv_transpose2d(16, 256, 8, weight_grad=True), softmax(), chain()]
+
+
+def main(argv=None):
+    """Build and time every case; print the table and return its rows."""
+    global REPEATS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, 2 repeats")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        REPEATS = 2
     torch.set_num_threads(THREADS)
     rows = []
-    for case in (matmul(512), matmul(1024), conv2d(1), conv2d(8), softmax(), chain()):
-        name, f, args, torch_fn, torch_args, work, unit = case
-        ours, theirs = (work / t / 1e9 for t in median_seconds((f, args),
+    for case in cases(args.smoke):
+        name, f, args_, torch_fn, torch_args, work, unit = case
+        ours, theirs = (work / t / 1e9 for t in median_seconds((f, args_),
                                                                (torch_fn, torch_args)))
         rows.append((name, f"{ours:.1f}", f"{theirs:.1f}", unit, f"{ours / theirs:.2f}"))
     print(f"NeoFlow default schedules vs torch {torch.__version__} eager, {THREADS} threads, "
@@ -97,6 +157,7 @@ def main():
     print("|---|---:|---:|---|---:|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    return rows
 
 
 if __name__ == "__main__":
