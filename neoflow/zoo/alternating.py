@@ -46,12 +46,14 @@ class AlternatingTrainers:
 
     def _share(self, n):
         """Load what phase n trains and updates into the other trainers."""
+        targets = [(trainer, self._owned[n] & self._held[k])
+                   for k, trainer in enumerate(self.trainers) if k != n]
+        targets = [(trainer, names) for trainer, names in targets if names]
+        if not targets:
+            return      # one phase: nothing to copy
         values = self.trainers[n].parameters()
-        for k, trainer in enumerate(self.trainers):
-            if k != n:
-                names = self._owned[n] & self._held[k]
-                if names:
-                    trainer.load_parameters({name: values[name] for name in names})
+        for trainer, names in targets:
+            trainer.load_parameters({name: values[name] for name in names})
 
     def step(self, batch):
         """One round: each phase's step on `batch` ({input name: ndarray};
@@ -110,7 +112,11 @@ def torch_alternating(models, values, compiled=False, make_optimizer=None):
     from .twin import TorchTwin
     net, sizes = models[0].network, models[0].sizes
     trainable = [n for m in models for n in m.trainable]
-    fns = {m.phase: functools.partial(net._torch_loss, phase=m.phase, **sizes) for m in models}
+    if models[0].phase is None:        # one loss (a network without phases)
+        fns = functools.partial(net._torch_loss, **sizes)
+    else:
+        fns = {m.phase: functools.partial(net._torch_loss, phase=m.phase, **sizes)
+               for m in models}
     twin = TorchTwin(fns, values, trainable)
     forward = torch.compile(twin, dynamic=False) if compiled else twin
     tensors = twin.tensors()

@@ -18,6 +18,12 @@ parameters:
     processes hits all three alike. A torch.compile failure is reported in
     its cells instead of stopping the run.
 
+A network of several phases (DCGAN) trains them in turn, one nf.Trainer
+per phase exchanging parameters (zoo.alternating), against one torch
+optimizer per phase: its step, timed and compared, is a round of every
+phase (the parity compares every phase's losses). A network's own `lr`
+replaces LR where it has one (YOLO-v1's summed loss diverges at LR).
+
 Threads: `pin_threads()` sets OMP_NUM_THREADS=2 and OMP_WAIT_POLICY=PASSIVE
 (unless already set). OpenMP runtimes read them once, when they load --
 torch's on `import torch`, NeoFlow's with the first generated library -- so
@@ -44,8 +50,8 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, require
 from ..optim import SGD
-from ..runtime import Trainer
 from . import NETWORKS, get
+from .alternating import AlternatingTrainers, torch_alternating
 from .report import geomeans, markdown, row_summary, write_report
 
 THREADS = 2
@@ -122,22 +128,23 @@ def bench_network(net, steps, preset="default", torch_compile=True, tuning="off"
     True
     """
     torch = _torch()
-    model = net.build(preset)
+    models = net.build_phases(preset)
+    lr = net.lr or LR
     rng = np.random.default_rng(0)
-    batches = [model.make_batch(rng) for _ in range(PARITY_STEPS)]
+    batches = [models[0].make_batch(rng) for _ in range(PARITY_STEPS)]
     torch_batches = [{k: torch.from_numpy(v) for k, v in b.items()} for b in batches]
-    row = {"network": net.name, "kind": net.kind, "sizes": sizes_text(model.sizes)}
+    row = {"network": net.name, "kind": net.kind, "sizes": sizes_text(models[0].sizes)}
 
     started = time.perf_counter()
-    trainer = Trainer(model.loss, optimizer=SGD(lr=LR, momentum=MOMENTUM), tuning=tuning)
+    trainer = AlternatingTrainers(models, SGD(lr=lr, momentum=MOMENTUM), tuning=tuning)
     row["nf_build_s"] = time.perf_counter() - started
     with trainer:
         initial = trainer.parameters()
         ours = [trainer.step(b) for b in batches]
-        row["kernels"] = trainer.stats()["kernels"]
-        eager = _torch_step(model, initial, compiled=False)
+        row["kernels"] = sum(s["kernels"] for s in trainer.stats())
+        eager = _torch_step(models, initial, False, lr)
         theirs = [eager(b) for b in torch_batches]
-        exact = _torch_step(model, _float64(initial), compiled=False)
+        exact = _torch_step(models, _float64(initial), False, lr)
         reference = [exact(_float64(b)) for b in torch_batches]
         row["parity_rel"] = _max_rel(ours, theirs)
         row["parity"] = bool(row["parity_rel"] <= PARITY_RTOL)
@@ -146,7 +153,7 @@ def bench_network(net, steps, preset="default", torch_compile=True, tuning="off"
                  "eager_ms": lambda: eager(torch_batches[0])}
         if torch_compile:
             try:
-                compiled = _torch_step(model, initial, compiled=True)
+                compiled = _torch_step(models, initial, True, lr)
                 started = time.perf_counter()
                 compiled(torch_batches[0])
                 row["compile_s"] = time.perf_counter() - started
@@ -163,19 +170,12 @@ def _torch():
     return require("torch", "pip install torch", "the zoo benchmark")
 
 
-def _torch_step(model, values, compiled):
-    """A function running one PyTorch training step on a batch; returns the loss."""
+def _torch_step(models, values, compiled, lr):
+    """A function running one PyTorch training step (a round of every phase)
+    on a batch; returns the losses, one per phase."""
     torch = _torch()
-    twin = model.torch_model(values)
-    forward = torch.compile(twin, dynamic=False) if compiled else twin
-    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
-
-    def step(batch):
-        opt.zero_grad()
-        loss = forward(batch)
-        loss.backward()
-        opt.step()
-        return loss.item()
+    step, _ = torch_alternating(models, values, compiled, make_optimizer=lambda ps: (
+        torch.optim.SGD(ps, lr=lr, momentum=MOMENTUM)))
     return step
 
 
@@ -188,7 +188,9 @@ def _float64(arrays):
 
 
 def _max_rel(values, reference):
-    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(values, reference))
+    """The largest relative difference of two runs' losses (tuples per step)."""
+    return max(abs(a - b) / max(abs(b), 1e-12)
+               for ours, theirs in zip(values, reference) for a, b in zip(ours, theirs))
 
 
 def interleaved_median_ms(fns, steps):
