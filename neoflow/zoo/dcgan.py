@@ -193,4 +193,4 @@ NETWORK = Network(
     "32x32 images, trained in alternating phases",
     _build, _torch_loss, _make_batch,
     defaults=dict(batch=16, image=32, nz=100, ngf=64, ndf=64, channels=3),
-    small=dict(batch=4, image=8, nz=5, ngf=3, ndf=3, channels=2), phases=PHASES)
+    small=dict(batch=4, image=16, nz=5, ngf=3, ndf=3, channels=2), phases=PHASES)
