@@ -5,9 +5,13 @@ Padding is a guarded read (nf.where with the read inside), emitted only on
 the sides where a read can fall outside the input. Size-1 reduce dimensions
 (depthwise channels, 1-wide kernels) get no reduce axis.
 
+conv_transpose2d is the input gradient of the convolution, derived by
+autodiff (see `_conv_transpose`).
+
 Hands on: one compute Tensor per convolution.
 """
 from .. import te
+from ..autodiff import grad
 from ..errors import NeoFlowError, ShapeError
 from .common import affine, check_float, check_same_dtype, conjunction, int_tuple, is_int
 
@@ -156,7 +160,6 @@ def _conv_transpose(op, nd, x, w, b, stride, padding, output_padding, groups, di
     input points and taps that reach it (for stride s, about kernel/s taps per
     dimension), no test of divisibility in the common dilation-1 case -- and
     its own gradients are again dense convolutions."""
-    from ..autodiff import grad     # nn sits above autodiff; imported where it is used
     check_float(x, op, "input")
     check_same_dtype(op, "input", x, weight=w, bias=b)
     names = SPATIAL[nd]

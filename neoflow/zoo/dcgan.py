@@ -30,6 +30,7 @@ Hands on: the `NETWORK` record (see zoo.network).
 import math
 
 from .. import nn, te
+from .layers import leaky_relu
 from .network import Network
 
 PHASES = ("discriminator", "generator")
@@ -58,11 +59,6 @@ def _bn(ps, x, name, trainable, running):
         mean = ps(f"{name}.running_mean", (c,), "zeros", requires_grad=False)
         var = ps(f"{name}.running_var", (c,), "ones", requires_grad=False)
     return nn.batch_norm(x, mean, var, weight, bias, training=True)
-
-
-def _leaky(x):
-    return te.compute(x.shape, lambda *i: te.where(x[i] > 0, x[i], x[i] * SLOPE),
-                      name="leaky_relu")
 
 
 def generator(ps, z, image, ngf, channels, trainable, running):
@@ -106,7 +102,7 @@ def discriminator(ps, x, ndf, trainable, made=None):
             c = h.shape[1]
             h = nn.batch_norm(h, None, None, param(f"D.bn{n}.weight", (c,), "ones"),
                               param(f"D.bn{n}.bias", (c,), "zeros"), training=True)
-        h = _leaky(h)
+        h = leaky_relu(h, SLOPE)
         cin = cout
     out = nn.conv2d(h, param(f"D.conv{layers}.weight", (1, cin, 4, 4), "kaiming"))
     return nn.reshape(out, (x.shape[0],))

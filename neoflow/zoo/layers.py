@@ -1,6 +1,6 @@
 """Building blocks several zoo networks share, each in its NeoFlow form and
 its PyTorch form side by side: convolution + batch norm (+ activation),
-ReLU6 as a custom operator, zero initial states and synthetic
+ReLU6 and leaky ReLU as custom operators, zero initial states and synthetic
 classification data.
 
 NeoFlow forms take a `ParamSet` and make their parameters under a name
@@ -30,6 +30,15 @@ def relu6(x):
     six, zero = te.const(6.0, x.dtype), te.const(0.0, x.dtype)
     return te.compute(x.shape, lambda *i: te.where(
         (x[i] > 0) & (x[i] < 6), x[i], te.where(x[i] >= 6, six, zero)), name="relu6")
+
+
+def leaky_relu(x, slope):
+    """F.leaky_relu(x, slope) as a custom operator.
+
+    >>> y = leaky_relu(nf.placeholder((2, 8), name="x"), 0.1)
+    """
+    return te.compute(x.shape, lambda *i: te.where(x[i] > 0, x[i], x[i] * slope),
+                      name="leaky_relu")
 
 
 def batch_norm(ps, x, name):
