@@ -21,20 +21,21 @@ from ..runtime import Trainer
 
 
 class AlternatingTrainers:
-    """One nf.Trainer per phase Model, stepped in turn on one batch.
+    """One nf.Trainer per phase Model, stepped in turn on one batch
+    (`make_trainer(loss, optimizer=..., **trainer_options)` makes each).
 
     >>> models = zoo.get("dcgan").build_phases("small")
     >>> with AlternatingTrainers(models, nf.optim.SGD(lr=0.01)) as gan:
     ...     d_loss, g_loss = gan.step(models[0].make_batch(rng))
     """
 
-    def __init__(self, models, optimizer, **trainer_options):
+    def __init__(self, models, optimizer, make_trainer=Trainer, **trainer_options):
         self.models = list(models)
         self.trainers = []
         try:
             for model in self.models:
-                self.trainers.append(Trainer(model.loss, optimizer=optimizer,
-                                             **trainer_options))
+                self.trainers.append(make_trainer(model.loss, optimizer=optimizer,
+                                                  **trainer_options))
         except BaseException:
             self.close()
             raise

@@ -50,6 +50,7 @@ import numpy as np
 from .. import __version__
 from ..errors import InputError, require
 from ..optim import SGD
+from ..runtime import Trainer
 from . import NETWORKS, get
 from .alternating import AlternatingTrainers, torch_alternating
 from .report import geomeans, markdown, row_summary, write_report
@@ -136,7 +137,7 @@ def bench_network(net, steps, preset="default", torch_compile=True, tuning="off"
     row = {"network": net.name, "kind": net.kind, "sizes": sizes_text(models[0].sizes)}
 
     started = time.perf_counter()
-    trainer = AlternatingTrainers(models, SGD(lr=lr, momentum=MOMENTUM), tuning=tuning)
+    trainer = AlternatingTrainers(models, SGD(lr=lr, momentum=MOMENTUM), Trainer, tuning=tuning)
     row["nf_build_s"] = time.perf_counter() - started
     with trainer:
         initial = trainer.parameters()
