@@ -1,14 +1,16 @@
 """NeoFlow's default schedules against PyTorch eager.
 
-Prints a markdown table: GFLOP/s for matmul and conv2d, GB/s (input read
-once + output written once) for softmax and the elementwise chain. Each
-side runs alone in a process of its own with its default threading
-(`--side neoflow` / `--side torch`, neoflow.zoo.solo.run_side: never beside
-the other's OpenMP pool); a figure is the median of BLOCKS blocks' medians
-of REPEATS calls after a warm-up call, the blocks' range beside it.
+Prints a markdown table: GFLOP/s for matmul and the convolutions (conv2d,
+conv3d, conv_transpose2d and its weight gradient), GB/s (input read once +
+output written once) for softmax and the elementwise chain. Each side runs
+alone in a process of its own with its default threading (`--side neoflow`
+/ `--side torch`, neoflow.zoo.solo.run_side: never beside the other's
+OpenMP pool); a figure is the median of BLOCKS blocks' medians of REPEATS
+calls after a warm-up call, the blocks' range beside it.
 
     python bench/ops.py            # or: make bench
-    python bench/ops.py --blocks 2 --only matmul
+    python bench/ops.py --blocks 2 --only matmul conv3d
+    python bench/ops.py --smoke    # tiny sizes, 2 calls a block: checks the script runs
 """
 import argparse
 import json
@@ -47,6 +49,46 @@ def conv2d(batch):
             "GFLOP/s")
 
 
+def conv3d(batch, channels, frames, size):
+    """A ResNet-3D-18 3x3x3 convolution (stage 1 on 8-frame 56x56 clips: 64
+    channels, 4 x 14 x 14 after the stem and max pool)."""
+    x = nf.placeholder((batch, channels, frames, size, size), name="x")
+    w = nf.placeholder((channels, channels, 3, 3, 3), name="w")
+    y = nf.nn.conv3d(x, w, padding=1)
+    xv, wv = rand(batch, channels, frames, size, size), rand(channels, channels, 3, 3, 3)
+    return (f"conv3d 3x3x3 {channels}ch {frames}x{size}x{size} pad 1, batch {batch}",
+            nf.build(y, [x, w]), (xv, wv),
+            lambda t, u: torch.nn.functional.conv3d(t, u, padding=1),
+            (torch.from_numpy(xv), torch.from_numpy(wv)),
+            2 * batch * channels * channels * 27 * frames * size * size, "GFLOP/s")
+
+
+def conv_transpose2d(batch, cin, size, weight_grad=False):
+    """A DCGAN generator layer: 4x4 stride 2 padding 1, cin -> cin / 2
+    channels, size -> 2 size; or the gradient of its weight."""
+    cout = cin // 2
+    x = nf.placeholder((batch, cin, size, size), name="x")
+    w = nf.placeholder((cin, cout, 4, 4), name="w")
+    y = nf.nn.conv_transpose2d(x, w, stride=2, padding=1)
+    xv, wv = rand(batch, cin, size, size), rand(cin, cout, 4, 4)
+    work = 2 * batch * cin * cout * 16 * size * size
+    name = f"conv_transpose2d 4x4/2 {cin}->{cout}ch {size}->{2 * size}, batch {batch}"
+    if not weight_grad:
+        return (name, nf.build(y, [x, w]), (xv, wv),
+                lambda t, u: torch.nn.functional.conv_transpose2d(t, u, stride=2, padding=1),
+                (torch.from_numpy(xv), torch.from_numpy(wv)), work, "GFLOP/s")
+    g = nf.placeholder(y.shape, name="g")
+    dw, = nf.grad(y, [w], head=g)
+    gv = rand(*y.shape)
+
+    def torch_dw(t, u, h):
+        return torch.ops.aten.convolution_backward(
+            h, t, u, None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1, [False, True, False])[1]
+    return (name.replace("conv_transpose2d", "conv_transpose2d weight grad"),
+            nf.build(dw, [x, g]), (xv, gv), torch_dw,
+            (torch.from_numpy(xv), torch.from_numpy(wv), torch.from_numpy(gv)), work, "GFLOP/s")
+
+
 def softmax():
     x = nf.placeholder((4096, 1024), name="x")
     xv = rand(4096, 1024)
@@ -72,18 +114,26 @@ def chain():
 
 CASES = {"matmul": (lambda: matmul(512), lambda: matmul(1024)),
          "conv2d": (lambda: conv2d(1), lambda: conv2d(8)),
+         "conv3d": (lambda: conv3d(2, 64, 4, 14), lambda: conv3d(2, 128, 2, 7)),
+         "conv_transpose2d": (lambda: conv_transpose2d(16, 256, 8),
+                              lambda: conv_transpose2d(16, 128, 16),
+                              lambda: conv_transpose2d(16, 256, 8, weight_grad=True)),
          "softmax": (softmax,), "chain": (chain,)}
+SMOKE = {"matmul": (lambda: matmul(64),), "conv3d": (lambda: conv3d(1, 8, 3, 6),),
+         "conv_transpose2d": (lambda: conv_transpose2d(2, 8, 4),
+                              lambda: conv_transpose2d(2, 8, 4, weight_grad=True))}
 
 
-def time_side(side, blocks, only):
+def time_side(side, blocks, only, smoke=False):
     """{case name: [rate, low, high, unit]} of one side ("neoflow" or "torch")."""
-    out = {}
+    out, table = {}, SMOKE if smoke else CASES
     for group in only:
-        for make in CASES[group]:
+        for make in table.get(group, ()):
             name, f, args, torch_fn, torch_args, work, unit = make()
             fn, fn_args = (f, args) if side == "neoflow" else (torch_fn, torch_args)
             fn(*fn_args)
-            figure = summarize(time_blocks(lambda: fn(*fn_args), REPEATS, blocks))
+            figure = summarize(time_blocks(lambda: fn(*fn_args), 2 if smoke else REPEATS,
+                                           blocks))
             low, high = figure["spread_ms"]
             out[name] = [work / figure["median_ms"] / 1e6, work / high / 1e6, work / low / 1e6,
                          unit]
@@ -91,27 +141,35 @@ def time_side(side, blocks, only):
 
 
 def main(argv=None):
+    """Time every case, each side alone; print the table and return its rows
+    (name, NeoFlow rate, torch rate, unit, ratio)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", choices=("neoflow", "torch"),
                         help="time one side in this process and print JSON (internal)")
     parser.add_argument("--blocks", type=int, default=BLOCKS)
     parser.add_argument("--only", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one block of 2 calls")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.blocks = 1
     if args.side:
-        print(json.dumps(time_side(args.side, args.blocks, args.only)))
+        print(json.dumps(time_side(args.side, args.blocks, args.only, args.smoke)))
         return None
-    common = ["--blocks", str(args.blocks), "--only", *args.only]
+    common = ["--blocks", str(args.blocks), "--only", *args.only] + \
+        (["--smoke"] if args.smoke else [])
     ours, theirs = (run_side(__file__, side, common) for side in ("neoflow", "torch"))
     print(f"NeoFlow default schedules vs torch {torch.__version__} eager, each side alone in "
           f"its own process with default threading; median of {args.blocks} blocks of "
-          f"{REPEATS} calls (blocks' range)\n")
+          f"{2 if args.smoke else REPEATS} calls (blocks' range)\n")
     print("| op | NeoFlow | torch | unit | NeoFlow / torch |")
     print("|---|---:|---:|---|---:|")
+    rows = []
     for name, (rate, low, high, unit) in ours.items():
         t_rate, t_low, t_high, _ = theirs[name]
+        rows.append((name, f"{rate:.1f}", f"{t_rate:.1f}", unit, f"{rate / t_rate:.2f}"))
         print(f"| {name} | {rate:.1f} ({low:.1f}-{high:.1f}) | {t_rate:.1f} ({t_low:.1f}-"
               f"{t_high:.1f}) | {unit} | {rate / t_rate:.2f} |")
-    return ours, theirs
+    return rows
 
 
 if __name__ == "__main__":

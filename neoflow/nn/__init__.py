@@ -14,9 +14,9 @@ from .activation import elu, gelu, log_softmax, relu, sigmoid, softmax, tanh
 from .activation import (celu, hardsigmoid, hardswish, hardtanh, leaky_relu, logsigmoid, mish,
                          prelu, relu6, selu, silu, softplus)
 from .einsum import einsum
-from .conv import conv1d, conv2d
 from .dropout import dropout
 from .cumulative import cumprod, cumsum
+from .conv import conv1d, conv2d, conv3d, conv_transpose2d
 from .embedding import embedding
 from .linear import batch_matmul, dense, matmul
 from .loss import cross_entropy, mse_loss
@@ -24,7 +24,8 @@ from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, huber
                    l1_loss, nll_loss, smooth_l1_loss)
 from .norm import (batch_norm, batch_norm_running_stats, batch_norm_stats, layer_norm,
                    state_updates)
-from .pool import avg_pool2d, max_pool2d
+from .pool import (adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool2d, avg_pool2d,
+                   avg_pool3d, max_pool2d, max_pool3d)
 from .reduce import amax, amin, mean, sum, var
 from .reduce import logsumexp
 from .norm import group_norm, instance_norm, rms_norm
@@ -44,3 +45,5 @@ __all__ += ["silu", "mish", "softplus", "leaky_relu", "hardtanh", "hardsigmoid",
             "kl_div", "logsumexp", "einsum"]
 __all__ += ["dropout"]
 __all__ += ["cumsum", "cumprod"]
+__all__ += ["conv3d", "conv_transpose2d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool2d",
+            "adaptive_avg_pool3d", "adaptive_max_pool2d"]

@@ -5,15 +5,19 @@ Padding is a guarded read (nf.where with the read inside), emitted only on
 the sides where a read can fall outside the input. Size-1 reduce dimensions
 (depthwise channels, 1-wide kernels) get no reduce axis.
 
+conv_transpose2d is the input gradient of the convolution, derived by
+autodiff (see `_conv_transpose`).
+
 Hands on: one compute Tensor per convolution.
 """
 from .. import te
+from ..autodiff import grad
 from ..errors import NeoFlowError, ShapeError
 from .common import affine, check_float, check_same_dtype, conjunction, int_tuple, is_int
 
-__all__ = ["conv1d", "conv2d"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose2d"]
 
-_SPATIAL = {1: ("length",), 2: ("height", "width")}
+SPATIAL = {1: ("length",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -37,10 +41,21 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """F.conv3d: input (N, C_in, D, H, W) or (C_in, D, H, W), weight
+    (C_out, C_in/groups, kD, kH, kW), bias (C_out,).
+
+    >>> x = nf.placeholder((2, 3, 5, 9, 9), name="x"); w = nf.parameter((6, 3, 3, 3, 3), name="w")
+    >>> nf.nn.conv3d(x, w, stride=(1, 2, 2), padding=1).shape
+    (2, 6, 5, 5, 5)
+    """
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
 def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
     check_float(x, op, "input")
     check_same_dtype(op, "input", x, weight=w, bias=b)
-    spatial_names = _SPATIAL[nd]
+    spatial_names = SPATIAL[nd]
     if x.ndim not in (nd + 1, nd + 2):
         raise ShapeError(f"{op}: input '{x.name}' must be {nd + 2}-d (N, C, "
                          f"{', '.join(spatial_names)}) or {nd + 1}-d without the batch "
@@ -121,3 +136,84 @@ def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
         return acc + b[oc] if b is not None else acc
 
     return te.compute(x.shape[:cdim] + (cout,) + tuple(out), body, name=op)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """F.conv_transpose2d: input (N, C_in, H, W) or (C_in, H, W), weight
+    (C_in, C_out/groups, kH, kW), bias (C_out,); output size
+    (H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1.
+
+    >>> x = nf.placeholder((2, 8, 4, 4), name="x"); w = nf.parameter((8, 3, 4, 4), name="w")
+    >>> nf.nn.conv_transpose2d(x, w, stride=2, padding=1).shape
+    (2, 3, 8, 8)
+    """
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def _conv_transpose(op, nd, x, w, b, stride, padding, output_padding, groups, dilation):
+    """The transposed convolution as what it is, the input gradient of the
+    convolution with the same weight and geometry: nf.grad of `_conv` over a
+    placeholder shaped like the output, with `x` as the head. The gradient
+    the index solver derives is dense -- each output point sums only over the
+    input points and taps that reach it (for stride s, about kernel/s taps per
+    dimension), no test of divisibility in the common dilation-1 case -- and
+    its own gradients are again dense convolutions."""
+    check_float(x, op, "input")
+    check_same_dtype(op, "input", x, weight=w, bias=b)
+    names = SPATIAL[nd]
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(f"{op}: input '{x.name}' must be {nd + 2}-d (N, C, "
+                         f"{', '.join(names)}) or {nd + 1}-d without the batch "
+                         f"dimension, got shape {x.shape}")
+    if w.ndim != nd + 2:
+        raise ShapeError(f"{op}: weight '{w.name}' must be {nd + 2}-d (C_in, C_out/groups, "
+                         f"{', '.join('k' + s[0] for s in names)}), got shape {w.shape}")
+    if not is_int(groups) or groups < 1:
+        raise NeoFlowError(f"{op}: groups must be a positive int, got {groups!r}")
+    cdim = x.ndim - nd - 1
+    cin, ks = x.shape[cdim], w.shape[2:]
+    if w.shape[0] != cin:
+        raise ShapeError(f"{op}: input has {cin} channels (input.shape[{cdim}]) but weight "
+                         f"'{w.name}' expects {w.shape[0]} (weight.shape[0])")
+    if cin % groups:
+        raise ShapeError(f"{op}: input has {cin} channels (input.shape[{cdim}]), not "
+                         f"divisible by groups={groups}")
+    cout = w.shape[1] * groups
+    if b is not None and b.shape != (cout,):
+        raise ShapeError(f"{op}: bias '{b.name}' has shape {b.shape}, expected ({cout},) "
+                         f"(weight.shape[1] * groups)")
+    if isinstance(padding, str):
+        raise NeoFlowError(f"{op}: padding must be an int or a tuple of {nd} ints "
+                           f"(torch has no '{padding}' for transposed convolutions)")
+    stride = int_tuple(stride, nd, op, "stride", 1)
+    padding = int_tuple(padding, nd, op, "padding", 0)
+    dilation = int_tuple(dilation, nd, op, "dilation", 1)
+    extra = int_tuple(output_padding, nd, op, "output_padding", 0)
+    sizes, out, conv_out = x.shape[-nd:], [], []
+    for d in range(nd):
+        if extra[d] >= max(stride[d], dilation[d]):
+            raise NeoFlowError(f"{op}: output_padding {extra[d]} in the {names[d]} must be "
+                               f"smaller than the stride ({stride[d]}) or the dilation "
+                               f"({dilation[d]}), as in torch")
+        n = (sizes[d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (ks[d] - 1) \
+            + extra[d] + 1
+        if n < 1:
+            raise ShapeError(f"{op}: the output {names[d]} would be {n} (input.shape"
+                             f"[{cdim + 1 + d}] = {sizes[d]}, stride {stride[d]}, padding "
+                             f"{padding[d]}, kernel {ks[d]}); expected at least 1")
+        out.append(n)
+        conv_out.append((n + 2 * padding[d] - dilation[d] * (ks[d] - 1) - 1) // stride[d] + 1)
+    z = te.placeholder(x.shape[:cdim] + (cout,) + tuple(out), x.dtype, name=op)
+    y = _conv(op, nd, z, w, None, stride, padding, dilation, groups)
+    head = x
+    if tuple(conv_out) != sizes:    # output_padding >= stride: the conv has extra rows
+        head = te.compute(y.shape, lambda *i: te.where(conjunction(
+            [i[cdim + 1 + d] < sizes[d] for d in range(nd) if conv_out[d] > sizes[d]]),
+            x[i], 0), name=f"{op}_head")
+    out_t, = grad(y, [z], head=head)
+    out_t.name = op
+    if b is None:
+        return out_t
+    return te.compute(out_t.shape, lambda *i: out_t[i] + b[i[cdim]], name=f"{op}_bias")

@@ -10,12 +10,13 @@ each with a PyTorch twin of identical semantics and synthetic data.
 from . import (capsnet, lenet, lltm, milstm, mobilenet_v2, scrnn, shufflenet, sublstm,
                transformer)
 from . import lstm_scan
+from . import dcgan, resnet3d, yolo
 from .network import Model, Network, ParamSet
 
 NETWORKS = {n.name: n for n in (
     milstm.NETWORK, scrnn.NETWORK, sublstm.NETWORK, lltm.NETWORK, capsnet.NETWORK,
     lenet.NETWORK, mobilenet_v2.NETWORK, shufflenet.NETWORK, transformer.NETWORK,
-    lstm_scan.NETWORK)}
+    lstm_scan.NETWORK, yolo.NETWORK, resnet3d.NETWORK, dcgan.NETWORK)}
 
 
 def get(name):

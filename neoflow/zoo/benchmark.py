@@ -19,6 +19,12 @@ Per network, all from the same initial parameters:
     this process) and torch.compile's compile time (its first step, in its
     timing process) apart. A torch.compile failure is reported in its cells
     instead of stopping the run.
+A network of several phases (DCGAN) trains them in turn, one nf.Trainer
+per phase exchanging parameters (zoo.alternating), against one torch
+optimizer per phase: its step, timed and compared, is a round of every
+phase (the parity compares every phase's losses). A network's own `lr`
+replaces LR where it has one (YOLO-v1's summed loss diverges at LR).
+
 
 torch (and matplotlib, for the plot) are optional dependencies of NeoFlow:
 they are imported when a benchmark runs, and their absence raises
@@ -39,6 +45,7 @@ from ..errors import InputError, require
 from ..optim import SGD
 from ..runtime import Trainer
 from . import NETWORKS, get
+from .alternating import AlternatingTrainers, torch_alternating
 from .report import geomeans, markdown, row_summary, write_report
 from .solo import LR, MOMENTUM, run_alone, run_interleaved
 
@@ -110,22 +117,23 @@ def bench_network(net, steps, preset="default", torch_compile=True, tuning="off"
     True
     """
     torch = _torch()
-    model = net.build(preset)
+    models = net.build_phases(preset)
+    lr = net.lr or LR
     rng = np.random.default_rng(0)
-    batches = [model.make_batch(rng) for _ in range(PARITY_STEPS)]
+    batches = [models[0].make_batch(rng) for _ in range(PARITY_STEPS)]
     torch_batches = [{k: torch.from_numpy(v) for k, v in b.items()} for b in batches]
-    row = {"network": net.name, "kind": net.kind, "sizes": sizes_text(model.sizes)}
+    row = {"network": net.name, "kind": net.kind, "sizes": sizes_text(models[0].sizes)}
 
     started = time.perf_counter()
-    trainer = Trainer(model.loss, optimizer=SGD(lr=LR, momentum=MOMENTUM), tuning=tuning)
+    trainer = AlternatingTrainers(models, SGD(lr=lr, momentum=MOMENTUM), Trainer, tuning=tuning)
     row["nf_build_s"] = time.perf_counter() - started
     with trainer:
         initial = trainer.parameters()
         ours = [trainer.step(b) for b in batches]
-        row["kernels"] = trainer.stats()["kernels"]
-    eager = _torch_step(model, initial)
+        row["kernels"] = sum(s["kernels"] for s in trainer.stats())
+    eager = _torch_step(models, initial, lr)
     theirs = [eager(b) for b in torch_batches]
-    exact = _torch_step(model, _float64(initial))
+    exact = _torch_step(models, _float64(initial), lr)
     reference = [exact(_float64(b)) for b in torch_batches]
     row["parity_rel"] = _max_rel(ours, theirs)
     row["parity"] = bool(row["parity_rel"] <= PARITY_RTOL)
@@ -157,18 +165,12 @@ def _torch():
     return require("torch", "pip install torch", "the zoo benchmark")
 
 
-def _torch_step(model, values):
-    """A function running one PyTorch eager training step on a batch; returns the loss."""
+def _torch_step(models, values, lr):
+    """A function running one PyTorch eager training step (a round of every
+    phase) on a batch; returns the losses, one per phase."""
     torch = _torch()
-    twin = model.torch_model(values)
-    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
-
-    def step(batch):
-        opt.zero_grad()
-        loss = twin(batch)
-        loss.backward()
-        opt.step()
-        return loss.item()
+    step, _ = torch_alternating(models, values, False, make_optimizer=lambda ps: (
+        torch.optim.SGD(ps, lr=lr, momentum=MOMENTUM)))
     return step
 
 
@@ -181,7 +183,9 @@ def _float64(arrays):
 
 
 def _max_rel(values, reference):
-    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(values, reference))
+    """The largest relative difference of two runs' losses (tuples per step)."""
+    return max(abs(a - b) / max(abs(b), 1e-12)
+               for ours, theirs in zip(values, reference) for a, b in zip(ours, theirs))
 
 
 def sizes_text(sizes):

@@ -1,6 +1,6 @@
 """Building blocks several zoo networks share, each in its NeoFlow form and
 its PyTorch form side by side: convolution + batch norm (+ activation),
-ReLU6 as a custom operator, zero initial states and synthetic
+ReLU6 and leaky ReLU as custom operators, zero initial states and synthetic
 classification data.
 
 NeoFlow forms take a `ParamSet` and make their parameters under a name
@@ -32,6 +32,15 @@ def relu6(x):
         (x[i] > 0) & (x[i] < 6), x[i], te.where(x[i] >= 6, six, zero)), name="relu6")
 
 
+def leaky_relu(x, slope):
+    """F.leaky_relu(x, slope) as a custom operator.
+
+    >>> y = leaky_relu(nf.placeholder((2, 8), name="x"), 0.1)
+    """
+    return te.compute(x.shape, lambda *i: te.where(x[i] > 0, x[i], x[i] * slope),
+                      name="leaky_relu")
+
+
 def batch_norm(ps, x, name):
     """Training-mode batch norm over channels with affine weight and bias and
     running statistics (requires_grad=False parameters the Trainer updates).
@@ -47,15 +56,17 @@ def batch_norm(ps, x, name):
 
 
 def conv_bn(ps, x, name, out_channels, kernel, stride=1, groups=1, act=None):
-    """conv2d (no bias, 'same'-style padding kernel // 2) -> batch norm ->
-    `act` ("relu", "relu6" or None).
+    """conv2d, or conv3d for a 5-d x (no bias, 'same'-style padding kernel // 2;
+    kernel an int or a tuple per spatial dim) -> batch norm -> `act` ("relu",
+    "relu6" or None).
 
     >>> y = conv_bn(ps, x, "stem", 32, 3, stride=2, act="relu6")
     """
-    w = ps(f"{name}.conv.weight", (out_channels, x.shape[1] // groups, kernel, kernel),
-           init="kaiming")
-    y = batch_norm(ps, nn.conv2d(x, w, stride=stride, padding=kernel // 2, groups=groups),
-                   f"{name}.bn")
+    ks = _kernel(kernel, x.ndim)
+    w = ps(f"{name}.conv.weight", (out_channels, x.shape[1] // groups) + ks, init="kaiming")
+    conv = {4: nn.conv2d, 5: nn.conv3d}[x.ndim]
+    y = batch_norm(ps, conv(x, w, stride=stride, padding=tuple(k // 2 for k in ks),
+                            groups=groups), f"{name}.bn")
     return {"relu": nn.relu, "relu6": relu6, None: lambda t: t}[act](y)
 
 
@@ -75,10 +86,16 @@ def torch_conv_bn(p, x, name, kernel, stride=1, groups=1, act=None):
     >>> y = torch_conv_bn(p, x, "stem", 3, stride=2, act="relu6")
     """
     import torch.nn.functional as F
-    y = F.conv2d(x, p[f"{name}.conv.weight"], stride=stride, padding=kernel // 2,
-                 groups=groups)
+    conv = {4: F.conv2d, 5: F.conv3d}[x.dim()]
+    y = conv(x, p[f"{name}.conv.weight"], stride=stride,
+             padding=tuple(k // 2 for k in _kernel(kernel, x.dim())), groups=groups)
     y = torch_batch_norm(p, y, f"{name}.bn")
     return {"relu": F.relu, "relu6": F.relu6, None: lambda t: t}[act](y)
+
+
+def _kernel(kernel, ndim):
+    """A kernel size (int or tuple) as a tuple over the ndim - 2 spatial dims."""
+    return (kernel,) * (ndim - 2) if isinstance(kernel, int) else tuple(kernel)
 
 
 def classification_batch(rng, dtype, x_shape, classes):

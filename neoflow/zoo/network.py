@@ -12,6 +12,13 @@ A network module hands three functions over the same keyword sizes to its
         p: {parameter name: torch tensor}, data: {input name: torch tensor}
     _make_batch(rng, dtype, **sizes) -> {input name: ndarray}
 
+A network trained in alternating phases (a GAN: discriminator, then
+generator) names them in `phases`; _build and _torch_loss then also take
+`phase=` (_make_batch does not: one batch over every phase's inputs serves
+a whole round), and each phase is built as a `Model` of its own (its loss,
+its trainable parameters, the other phases' parameters as requires_grad=False
+copies of the same names; zoo.alternating trains them in turn).
+
 Hands on: `Model`s, which the tests, the benchmark (zoo.benchmark) and users train.
 """
 import functools
@@ -44,7 +51,10 @@ class ParamSet:
 
 class Network:
     """One architecture of the zoo: `kind` is "novel", "cnn" or "transformer";
-    `defaults` are the benchmark's sizes, `small` a tiny preset for tests.
+    `defaults` are the benchmark's sizes, `small` a tiny preset for tests;
+    `lr` the SGD learning rate it trains stably at where the tests' and the
+    benchmark's own would diverge (None: theirs); `phases` the names of its
+    alternating training phases (None: one loss).
 
     >>> net = zoo.get("lltm")
     >>> model = net.build("small", dtype="float64")
@@ -52,10 +62,12 @@ class Network:
     ()
     """
 
-    def __init__(self, name, kind, summary, build, torch_loss, make_batch, defaults, small):
+    def __init__(self, name, kind, summary, build, torch_loss, make_batch, defaults, small,
+                 lr=None, phases=None):
         self.name, self.kind, self.summary = name, kind, summary
         self._build, self._torch_loss, self._make_batch = build, torch_loss, make_batch
         self.defaults, self.small = dict(defaults), dict(small)
+        self.lr, self.phases = lr, tuple(phases) if phases else None
 
     def __repr__(self):
         return f"<Network {self.name} ({self.kind})>"
@@ -75,17 +87,36 @@ class Network:
                              f"{sorted(self.defaults)}")
         return {**presets[preset], **overrides}
 
-    def build(self, preset="default", dtype="float32", **overrides):
-        """A fresh `Model` of this network (new placeholders and parameters).
+    def build(self, preset="default", dtype="float32", phase=None, **overrides):
+        """A fresh `Model` of this network (new placeholders and parameters);
+        for a network with `phases`, of one phase (default: the first).
 
         >>> model = zoo.get("lenet").build("small", batch=2)
         >>> sorted(model.inputs)
         ['x', 'y']
         """
         sizes = self.sizes(preset, **overrides)
+        if self.phases is None:
+            if phase is not None:
+                raise ValueError(f"{self.name}: has no training phases, got phase={phase!r}")
+            extra = {}
+        else:
+            phase = self.phases[0] if phase is None else phase
+            if phase not in self.phases:
+                raise ValueError(f"{self.name}: phase must be one of {self.phases}, got "
+                                 f"{phase!r}")
+            extra = {"phase": phase}
         ps = ParamSet(dtype)
-        loss, inputs = self._build(ps, dtype, **sizes)
-        return Model(self, sizes, dtype, loss, inputs, ps)
+        loss, inputs = self._build(ps, dtype, **extra, **sizes)
+        return Model(self, sizes, dtype, loss, inputs, ps, phase)
+
+    def build_phases(self, preset="default", dtype="float32", **overrides):
+        """One `Model` per training phase (one for a network without phases).
+
+        >>> [m.phase for m in zoo.get("dcgan").build_phases("small")]
+        ['discriminator', 'generator']
+        """
+        return [self.build(preset, dtype, phase, **overrides) for phase in self.phases or (None,)]
 
 
 class Model:
@@ -99,8 +130,8 @@ class Model:
     ...     loss = trainer.step(batch)
     """
 
-    def __init__(self, network, sizes, dtype, loss, inputs, ps):
-        self.network, self.sizes, self.dtype = network, sizes, dtype
+    def __init__(self, network, sizes, dtype, loss, inputs, ps, phase=None):
+        self.network, self.sizes, self.dtype, self.phase = network, sizes, dtype, phase
         self.loss, self.inputs = loss, inputs
         self.params, self.trainable = ps.tensors, list(ps.trainable)
 
@@ -115,6 +146,9 @@ class Model:
         """
         return self.network._make_batch(rng, self.dtype, **self.sizes)
 
+    def _phase_kw(self):
+        return {} if self.phase is None else {"phase": self.phase}
+
     def torch_model(self, values):
         """The PyTorch twin as a torch.nn.Module holding `values` ({name:
         ndarray}, e.g. `trainer.parameters()`); `module(data)` is the loss, for
@@ -124,5 +158,5 @@ class Model:
         >>> twin({k: torch.from_numpy(v) for k, v in batch.items()}).backward()
         """
         from .twin import TorchTwin
-        return TorchTwin(functools.partial(self.network._torch_loss, **self.sizes),
-                         values, self.trainable)
+        return TorchTwin(functools.partial(self.network._torch_loss, **self._phase_kw(),
+                                           **self.sizes), values, self.trainable)

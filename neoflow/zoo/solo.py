@@ -67,42 +67,39 @@ def time_blocks(fn, steps, blocks):
     return medians
 
 
-def make_step(model, framework, tuning="off"):
-    """(one training step of `model` under `framework` as a function, the
-    seconds it took to set up, a close function). The step is SGD with
-    momentum from the parameters the Trainer's seed 0 gives, on one batch;
+def make_step(models, framework, tuning="off"):
+    """(one training step of the phase Models `models` (a network's
+    `build_phases`) under `framework` as a function, the seconds it took to
+    set up, a close function). The step is SGD with momentum (the network's
+    own lr where it has one) from the parameters the Trainer's seed 0 gives,
+    on one batch -- a round of every phase for a network of several;
     "compile"'s set-up includes its first (compiling) step.
 
-    >>> step, setup_s, close = make_step(zoo.get("lltm").build("small"), "eager")
+    >>> step, setup_s, close = make_step(zoo.get("lltm").build_phases("small"), "eager")
     """
     if framework not in FRAMEWORKS:
         raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
-    batch = model.make_batch(np.random.default_rng(0))
+    batch = models[0].make_batch(np.random.default_rng(0))
+    lr = models[0].network.lr or LR
     if not framework.startswith("neoflow"):
         import torch                        # imported before the clock starts
     started = time.perf_counter()
     if framework.startswith("neoflow"):
         from ..optim import SGD
         from ..runtime import Trainer
-        trainer = Trainer(model.loss, optimizer=SGD(lr=LR, momentum=MOMENTUM), tuning=tuning,
-                          fusion=framework == "neoflow")
+        from .alternating import AlternatingTrainers
+        trainer = AlternatingTrainers(models, SGD(lr=lr, momentum=MOMENTUM), Trainer,
+                                      tuning=tuning, fusion=framework == "neoflow")
         return (lambda: trainer.step(batch)), time.perf_counter() - started, trainer.close
     from ..runtime.init import initial_value
-    values = {name: initial_value(p, 0) for name, p in model.params.items()}
-    twin = model.torch_model(values)
-    forward = torch.compile(twin, dynamic=False) if framework == "compile" else twin
-    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
+    from .alternating import torch_alternating
+    values = {name: initial_value(p, 0) for m in models for name, p in m.params.items()}
+    step, _ = torch_alternating(models, values, framework == "compile", make_optimizer=(
+        lambda ps: torch.optim.SGD(ps, lr=lr, momentum=MOMENTUM)))
     tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
-
-    def step():
-        opt.zero_grad()
-        loss = forward(tensors)
-        loss.backward()
-        opt.step()
-        return loss.item()
     if framework == "compile":
-        step()
-    return step, time.perf_counter() - started, (lambda: None)
+        step(tensors)
+    return (lambda: step(tensors)), time.perf_counter() - started, (lambda: None)
 
 
 def measure(network, framework, preset="default", sizes=None, steps=10, blocks=5,
@@ -114,8 +111,8 @@ def measure(network, framework, preset="default", sizes=None, steps=10, blocks=5
     True
     """
     from . import get
-    model = get(network).build(preset, **(sizes or {}))
-    step, setup_s, close = make_step(model, framework, tuning)
+    models = get(network).build_phases(preset, **(sizes or {}))
+    step, setup_s, close = make_step(models, framework, tuning)
     try:
         for _ in range(WARMUP_STEPS):
             step()
@@ -133,8 +130,8 @@ def measure_interleaved(network, frameworks, preset="default", sizes=None, steps
     ['eager', 'neoflow']
     """
     from . import get
-    model = get(network).build(preset, **(sizes or {}))
-    made = {fw: make_step(model, fw, tuning) for fw in frameworks}
+    models = get(network).build_phases(preset, **(sizes or {}))
+    made = {fw: make_step(models, fw, tuning) for fw in frameworks}
     try:
         for _ in range(WARMUP_STEPS):
             for step, _, _ in made.values():

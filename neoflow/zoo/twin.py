@@ -12,7 +12,9 @@ import torch
 
 class TorchTwin(torch.nn.Module):
     """`loss_fn(params, data)` with `params` the module's tensors by NeoFlow
-    name; `trainable` names the ones that get gradients.
+    name; `trainable` names the ones that get gradients. For a network of
+    several phases `loss_fn` is {phase: function}, and `module(data, phase)`
+    the loss of one.
 
     >>> twin = TorchTwin(loss_fn, {"w": np.ones((2, 3))}, trainable=["w"])
     >>> loss = twin({"x": torch.ones(4, 3)})
@@ -49,5 +51,6 @@ class TorchTwin(torch.nn.Module):
         """
         return {name: t.detach().numpy().copy() for name, t in self.tensors().items()}
 
-    def forward(self, data):
-        return self.loss_fn(self.tensors(), data)
+    def forward(self, data, phase=None):
+        fn = self.loss_fn if phase is None else self.loss_fn[phase]
+        return fn(self.tensors(), data)

@@ -92,10 +92,11 @@ def test_trainer_matches_torch_for_5_sgd_steps(name):
     model = zoo.get(name).build("small")
     rng = np.random.default_rng(2)
     batches = [model.make_batch(rng) for _ in range(5)]
-    with nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.05, momentum=0.9), tuning="off",
+    lr = model.network.lr or 0.05
+    with nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=lr, momentum=0.9), tuning="off",
                     seed=3) as trainer:
         twin = model.torch_model(trainer.parameters())
-        opt = torch.optim.SGD(twin.parameters(), lr=0.05, momentum=0.9)
+        opt = torch.optim.SGD(twin.parameters(), lr=lr, momentum=0.9)
         for step, batch in enumerate(batches, 1):
             ours = trainer.step(batch)
             opt.zero_grad()
@@ -122,7 +123,8 @@ ISSUE_SIZES = {   # issue 8: the sizes the paper's networks are benchmarked at
 
 
 def test_every_issue_network_is_in_the_zoo():
-    assert set(ISSUE_SIZES) | {"lenet", "transformer", "lstm_scan"} == set(zoo.NETWORKS)
+    assert set(ISSUE_SIZES) | {"lenet", "transformer", "lstm_scan", "yolo", "resnet3d",
+                               "dcgan"} == set(zoo.NETWORKS)
     kinds = {n.name: n.kind for n in zoo.NETWORKS.values()}
     assert {k for k, v in kinds.items() if v == "novel"} == {
         "milstm", "scrnn", "sublstm", "lltm", "capsnet", "lstm_scan"}
