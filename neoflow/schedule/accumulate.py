@@ -24,6 +24,8 @@ only how the running sums are grouped. Integer sums are exact and left alone.
 Hands on: `blocked_sums(stmt)`, the statement rewritten (lower.py calls it
 on every stage).
 """
+import sys
+
 from ..te import dtype as dt
 from ..te.arith import interval
 from ..te.expr import Binary, Const, IterVar
@@ -39,6 +41,8 @@ LANES = 8       # partials a vectorized reduction loop keeps (8 float32 lanes: A
 VECTOR_CHUNK = 256   # the shortest chunk of a vectorized reduction loop (its combine costs)
 _MANY = 1 << 40  # trip count assumed where a loop's bounds give none
 PARTIAL = "partial"   # the hint of the partial buffers this pass makes
+DEPTH = 20000    # Python frames the walks may take: a 3-D convolution's gradient stage nests
+                 # over 300 statements deep (loop partitioning), three frames a level
 
 
 def blocked_sums(stmt):
@@ -47,11 +51,16 @@ def blocked_sums(stmt):
     >>> blocked_sums(For(k, 0, 10**6, "vectorized", Store(s, 0, s[0] + x[k]), reduction=("sum", s)))
     ... # doctest: +SKIP   (chunks of 512 into a partial, 1954 chunks in chunks of 64, ...)
     """
-    summary = _Summary()
-    summary.walk(stmt)
-    if not summary.spatial:
-        return stmt                  # nothing accumulated (most stages): one walk, no rewrite
-    return _Rewrite(summary).stmt(stmt, frozenset())
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEPTH))
+    try:
+        summary = _Summary()
+        summary.walk(stmt)
+        if not summary.spatial:
+            return stmt              # nothing accumulated (most stages): one walk, no rewrite
+        return _Rewrite(summary).stmt(stmt, frozenset())
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _int(v):
