@@ -342,7 +342,8 @@ def _max_pool2d_with_indices(ctx, x, kernel_size, stride=(), padding=0, dilation
                              ceil_mode=False):
     from ...nn.pool import _geometry
     values = nn.max_pool2d(x, kernel_size, list(stride) or None, padding, dilation, ceil_mode)
-    geo = _geometry(ctx.name, x, kernel_size, list(stride) or None, padding, dilation, ceil_mode)
+    geo = _geometry(ctx.name, 2, x, kernel_size, list(stride) or None, padding, dilation,
+                    ceil_mode)
     axes = [te.reduce_axis(k, name=f"r{n}") for k, n in zip(geo.k, "hw")]
     width = x.shape[-1]
     big = x.shape[-1] * x.shape[-2]
