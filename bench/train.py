@@ -2,9 +2,10 @@
 example networks (examples/models.py) — ms/step (median), kernels or ATen ops
 per step, and peak memory of a step.
 
-Both run in this process on 2 threads (torch.set_num_threads(2),
-OMP_NUM_THREADS=2, OMP_WAIT_POLICY=PASSIVE) with the same initial parameters, batch and optimizer
-(SGD, momentum 0.9). NeoFlow's peak is its buffer plan (parameters, optimizer
+Each framework is timed alone in a process of its own with its default
+threading (`--side neoflow` / `--side torch`, neoflow.zoo.solo.run_side),
+with the same initial parameters, batch and optimizer (SGD, momentum 0.9);
+ms/step is the median of BLOCKS blocks' medians, the blocks' range beside it. NeoFlow's peak is its buffer plan (parameters, optimizer
 state, inputs and the activation arena). PyTorch's is measured: parameters,
 optimizer state and inputs, plus the largest total of tensor storages
 allocated during a step and alive at once (a TorchDispatchMode records each
@@ -12,26 +13,21 @@ op's new output storages and a finaliser drops them when they are freed).
 
     python bench/train.py [--models mlp lenet lltm milstm] [--steps 30]
 """
-import os
+import argparse
+import json
+import statistics
+import sys
+import time
+import weakref
+from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-# NeoFlow's libgomp and torch's bundled one each keep a thread pool; spinning
-# idle threads of one would steal the cores of the other.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import weakref  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_leaves  # noqa: E402
-
-import neoflow as nf  # noqa: E402
+import neoflow as nf
+from neoflow.zoo.solo import run_side, summarize, time_blocks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from models import SPECS  # noqa: E402
@@ -40,6 +36,7 @@ CONFIGS = {"mlp": dict(batch=64), "lenet": dict(batch=32),
            "lltm": dict(batch=32, build=dict(steps=8, n_in=4), data=dict(steps=8, n_in=4)),
            "milstm": dict(batch=32, build=dict(steps=8, n_in=4), data=dict(steps=8, n_in=4))}
 LR, MOMENTUM = 0.01, 0.9
+BLOCKS = 5
 
 
 class StepMemory(TorchDispatchMode):
@@ -77,43 +74,41 @@ def median_ms(fn, steps):
     return statistics.median(times) * 1e3
 
 
-def interleaved_ms(fns, steps):
-    """Median ms of each callable, timed in turns so both see the same machine load."""
-    times = [[] for _ in fns]
-    for _ in range(steps):
-        for fn, ts in zip(fns, times):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) * 1e3 for ts in times]
+def _timed(fn, steps):
+    """[median ms, low, high] of `steps`-step blocks of `fn`."""
+    figure = summarize(time_blocks(fn, max(1, steps // BLOCKS), BLOCKS))
+    return [figure["median_ms"], *figure["spread_ms"]]
 
 
-def bench(name, steps):
+def bench_side(name, steps, side):
+    """One framework's figures for example model `name`, timed in this process."""
     spec, cfg = SPECS[name], CONFIGS[name]
     net = spec.build(cfg["batch"], **cfg.get("build", {}))
     batch = spec.batch(np.random.default_rng(0), cfg["batch"], **cfg.get("data", {}))
-    tbatch = {k: torch.from_numpy(v) for k, v in batch.items()}
-    row = {"model": name}
     t0 = time.perf_counter()
-    with nf.Trainer(net.loss, optimizer=nf.optim.SGD(lr=LR, momentum=MOMENTUM),
-                    tuning="off") as trainer:
-        trainer.step(batch)
-        row["nf_first_s"] = time.perf_counter() - t0
-        params = {k: torch.tensor(v, requires_grad=True) for k, v in trainer.parameters().items()}
-        opt = torch.optim.SGD(list(params.values()), lr=LR, momentum=MOMENTUM)
+    trainer = nf.Trainer(net.loss, optimizer=nf.optim.SGD(lr=LR, momentum=MOMENTUM),
+                         tuning="off")
+    with trainer:
+        if side == "neoflow":
+            trainer.step(batch)
+            row = {"nf_first_s": time.perf_counter() - t0}
+            row["nf_ms"] = _timed(lambda: trainer.step(batch), steps)
+            stats = trainer.stats()
+            row.update(kernels=stats["kernels"], backend=stats["backend"],
+                       nf_peak=trainer.memory_stats()["peak_bytes"])
+            return row
+        values = trainer.parameters()        # the same initial parameters; never stepped here
+    tbatch = {k: torch.from_numpy(v) for k, v in batch.items()}
+    params = {k: torch.tensor(v, requires_grad=True) for k, v in values.items()}
+    opt = torch.optim.SGD(list(params.values()), lr=LR, momentum=MOMENTUM)
 
-        def torch_step():
-            opt.zero_grad()
-            spec.torch_loss(params, tbatch).backward()
-            opt.step()
+    def torch_step():
+        opt.zero_grad()
+        spec.torch_loss(params, tbatch).backward()
+        opt.step()
 
-        torch_step()
-        row["nf_ms"], row["torch_ms"] = interleaved_ms([lambda: trainer.step(batch), torch_step],
-                                                       steps)
-        row["kernels"] = trainer.stats()["kernels"]
-        row["backend"] = trainer.stats()["backend"]
-        row["nf_peak"] = trainer.memory_stats()["peak_bytes"]
-
+    torch_step()
+    row = {"torch_ms": _timed(torch_step, steps)}
     persistent = list(params.values()) + list(tbatch.values()) + [
         v for state in opt.state.values() for v in state.values() if torch.is_tensor(v)]
     opt.zero_grad()
@@ -144,25 +139,33 @@ def overhead(kernels=400, repeats=2000):
           f"Python {step_us - native_us:.1f} us/step")
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--steps", type=int, default=50, help="timed steps per framework")
-    args = parser.parse_args()
-    torch.set_num_threads(2)
+    parser.add_argument("--side", choices=("neoflow", "torch"),
+                        help="time one side in this process and print JSON (internal)")
+    args = parser.parse_args(argv)
+    if args.side:
+        print(json.dumps({m: bench_side(m, args.steps, args.side) for m in args.models}))
+        return
+    common = ["--models", *args.models, "--steps", str(args.steps)]
+    ours, theirs = (run_side(__file__, side, common) for side in ("neoflow", "torch"))
     head = ("model", "kernels", "aten ops", "NeoFlow ms", "PyTorch ms", "speedup",
             "NeoFlow peak KiB", "PyTorch peak KiB", "first step s")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name in args.models:
-        r = bench(name, args.steps)
-        cells = (r["model"], r["kernels"], r["aten_ops"], f"{r['nf_ms']:.3f}",
-                 f"{r['torch_ms']:.3f}", f"{r['torch_ms'] / r['nf_ms']:.2f}x",
+        r = {**ours[name], **theirs[name]}
+        (nf_ms, nf_lo, nf_hi), (t_ms, t_lo, t_hi) = r["nf_ms"], r["torch_ms"]
+        cells = (name, r["kernels"], r["aten_ops"], f"{nf_ms:.3f} ({nf_lo:.3f}-{nf_hi:.3f})",
+                 f"{t_ms:.3f} ({t_lo:.3f}-{t_hi:.3f})", f"{t_ms / nf_ms:.2f}x",
                  f"{r['nf_peak'] / 1024:.0f}", f"{r['torch_peak'] / 1024:.0f}",
                  f"{r['nf_first_s']:.2f}")
         print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
-    print(f"(NeoFlow backend: {r['backend']}; torch {torch.__version__}, 2 threads)")
-    overhead()
+    print(f"(NeoFlow backend: {r['backend']}; torch {torch.__version__}; each side alone in "
+          "its own process with default threading, median of blocks (range))")
+    overhead()              # NeoFlow alone: this process runs nothing else
 
 
 if __name__ == "__main__":
