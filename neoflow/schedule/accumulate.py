@@ -39,7 +39,7 @@ BLOCK, FAN = 16, 2
 TILE_BLOCK, TILE_FAN = 32, 4
 LANES = 8       # partials a vectorized reduction loop keeps (8 float32 lanes: AVX2)
 VECTOR_CHUNK = 256   # the shortest chunk of a vectorized reduction loop (its combine costs)
-_MANY = 1 << 40  # trip count assumed where a loop's bounds give none
+_MANY = 1 << 40  # past this, a bound is as good as none
 PARTIAL = "partial"   # the hint of the partial buffers this pass makes
 DEPTH = 20000    # Python frames the walks may take: a 3-D convolution's gradient stage nests
                  # over 300 statements deep (loop partitioning), three frames a level
@@ -135,7 +135,7 @@ def _trips(loop, known):
     if isinstance(loop.begin, Const) and isinstance(loop.end, Const):
         return max(0, loop.end.value - loop.begin.value)
     span = interval(Binary("sub", loop.end, loop.begin, dt.INDEX))
-    return _MANY if span is None or span[1] > _MANY else max(0, span[1])
+    return None if span is None or span[1] > _MANY else max(0, span[1])
 
 
 class _Rewrite:
@@ -172,6 +172,8 @@ class _Cascade:
             if not self._reduce(s):
                 return inner
             n = _trips(s, self.known)
+            if n is None:     # bounds the analysis cannot size (a conv window): never cut,
+                n = 1         # and the loops around it sized as if it were short
             return max(1, -(-n // LANES)) * inner if s.reduction else n * inner
         if isinstance(s, Seq):
             return sum(self.count(x) for x in s.stmts)
@@ -203,6 +205,8 @@ class _Cascade:
         limit = (TILE_FAN if tile else FAN) if upper else (TILE_BLOCK if tile else BLOCK)
         c = self.count(body)
         n = _trips(s, self.known)
+        if n is None:
+            return self._remake(s, body)
         per = -(-n // LANES) if s.reduction else n
         if per * c <= limit or not cut or not self._can_cut(body):
             return self._remake(s, body)

@@ -63,3 +63,17 @@ def test_sum_error_within_twice_torch(kind, n, data):
 def test_mse_error_within_twice_torch(n):
     ours, theirs = np.sum([_mse_errors(n, seed) for seed in _seeds(n)], axis=0)
     assert ours <= 2 * theirs, f"mse over {n}: error {ours:.3g} vs torch's {theirs:.3g}"
+
+
+def test_a_loop_whose_trip_count_is_unknown_is_never_cut():
+    # conv_transpose2d's window loops have bounds the interval analysis cannot
+    # size; cutting them as if they ran 2**40 times nested ~20 levels of
+    # partial tiles around each (30x slower); they stay one loop
+    x = nf.placeholder((2, 16, 5, 5), name="x")
+    w = nf.placeholder((16, 8, 4, 4), name="w")
+    y = nf.nn.conv_transpose2d(x, w, stride=2, padding=1)
+    f = nf.build(y, [x, w], database=False)
+    assert f.source.count("nf_max_i64(0, (((nf_max_i64(0,") == 0
+    xv = np.random.default_rng(0).standard_normal((2, 16, 5, 5)).astype(np.float32)
+    wv = np.random.default_rng(1).standard_normal((16, 8, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4, atol=1e-4)
