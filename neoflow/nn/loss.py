@@ -54,39 +54,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not dt.is_int(t.dtype):
         raise DTypeError(f"cross_entropy: target '{t.name}' must hold int32/int64 class "
                          f"labels, got {t.dtype} (class-probability targets are not supported)")
-    if not is_int(ignore_index):
-        raise NeoFlowError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
-    if x.ndim == 0:
-        raise ShapeError(f"cross_entropy: input '{x.name}' is 0-d; expected (C,), (N, C) or "
-                         "(N, C, d1, ...)")
-    cdim = 0 if x.ndim == 1 else 1
-    expected = x.shape[:cdim] + x.shape[cdim + 1:]
-    if t.shape != expected:
-        raise ShapeError(f"cross_entropy: target '{t.name}' has shape {t.shape} but input "
-                         f"{x.shape} needs {expected} (input's shape without the class "
-                         f"dimension {cdim})")
-    check_same_dtype(op, "input", x, weight=weight)
-    n_classes = x.shape[cdim]
-    if weight is not None and weight.shape != (n_classes,):
-        raise ShapeError(f"cross_entropy: weight '{weight.name}' has shape {weight.shape}, "
-                         f"expected ({n_classes},) (input.shape[{cdim}], the classes)")
+    cdim = _check_labels(op, x, t, weight, ignore_index)
     m, s = max_and_sumexp(x, cdim, "cross_entropy")
 
     def nll(p):      # -log_softmax(x)[label] at position p of the target
         value = m[p] + te.log(s[p]) - x[p[:cdim] + (t[p],) + p[cdim:]]
         return value * weight[t[p]] if weight is not None else value
 
-    valid = lambda p: t[p] != ignore_index   # noqa: E731
-    if reduction == "none":
-        return te.compute(t.shape, lambda *p: te.where(valid(p), nll(p), 0),
-                          name="cross_entropy")
-    total = _masked_total(t.shape, nll, valid, x.dtype)
-    if reduction == "sum":
-        return te.compute((), total, name="cross_entropy")
-    one = lambda p: te.const(1, x.dtype)     # noqa: E731
-    norm = _masked_total(t.shape, one if weight is None else lambda p: weight[t[p]], valid,
-                         x.dtype)
-    return te.compute((), lambda: total() / norm(), name="cross_entropy")
+    return _label_reduction(op, x, t, nll, weight, ignore_index, reduction)
 
 
 def _masked_total(shape, value, valid, dtype):
