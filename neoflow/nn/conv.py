@@ -52,20 +52,28 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 
-def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
+def _check_operands(op, nd, x, w, b, groups, layout):
+    """The checks every convolution makes of its operands (dtypes, ranks,
+    groups; `layout` names the weight's first two dimensions); returns the
+    input's channel dimension."""
     check_float(x, op, "input")
     check_same_dtype(op, "input", x, weight=w, bias=b)
-    spatial_names = SPATIAL[nd]
+    names = SPATIAL[nd]
     if x.ndim not in (nd + 1, nd + 2):
         raise ShapeError(f"{op}: input '{x.name}' must be {nd + 2}-d (N, C, "
-                         f"{', '.join(spatial_names)}) or {nd + 1}-d without the batch "
+                         f"{', '.join(names)}) or {nd + 1}-d without the batch "
                          f"dimension, got shape {x.shape}")
     if w.ndim != nd + 2:
-        raise ShapeError(f"{op}: weight '{w.name}' must be {nd + 2}-d (C_out, C_in/groups, "
-                         f"{', '.join('k' + s[0] for s in spatial_names)}), got shape {w.shape}")
+        raise ShapeError(f"{op}: weight '{w.name}' must be {nd + 2}-d ({layout}, "
+                         f"{', '.join('k' + s[0] for s in names)}), got shape {w.shape}")
     if not is_int(groups) or groups < 1:
         raise NeoFlowError(f"{op}: groups must be a positive int, got {groups!r}")
-    cdim = x.ndim - nd - 1
+    return x.ndim - nd - 1
+
+
+def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
+    cdim = _check_operands(op, nd, x, w, b, groups, "C_out, C_in/groups")
+    spatial_names = SPATIAL[nd]
     cin, cout, cin_g, ks = x.shape[cdim], w.shape[0], w.shape[1], w.shape[2:]
     if cin != cin_g * groups:
         raise ShapeError(f"{op}: input has {cin} channels (input.shape[{cdim}]) but weight "
@@ -160,19 +168,8 @@ def _conv_transpose(op, nd, x, w, b, stride, padding, output_padding, groups, di
     input points and taps that reach it (for stride s, about kernel/s taps per
     dimension), no test of divisibility in the common dilation-1 case -- and
     its own gradients are again dense convolutions."""
-    check_float(x, op, "input")
-    check_same_dtype(op, "input", x, weight=w, bias=b)
+    cdim = _check_operands(op, nd, x, w, b, groups, "C_in, C_out/groups")
     names = SPATIAL[nd]
-    if x.ndim not in (nd + 1, nd + 2):
-        raise ShapeError(f"{op}: input '{x.name}' must be {nd + 2}-d (N, C, "
-                         f"{', '.join(names)}) or {nd + 1}-d without the batch "
-                         f"dimension, got shape {x.shape}")
-    if w.ndim != nd + 2:
-        raise ShapeError(f"{op}: weight '{w.name}' must be {nd + 2}-d (C_in, C_out/groups, "
-                         f"{', '.join('k' + s[0] for s in names)}), got shape {w.shape}")
-    if not is_int(groups) or groups < 1:
-        raise NeoFlowError(f"{op}: groups must be a positive int, got {groups!r}")
-    cdim = x.ndim - nd - 1
     cin, ks = x.shape[cdim], w.shape[2:]
     if w.shape[0] != cin:
         raise ShapeError(f"{op}: input has {cin} channels (input.shape[{cdim}]) but weight "
