@@ -32,26 +32,24 @@ from neoflow.graph.plan import plan_kernels  # noqa: E402
 from neoflow.schedule import default_config, sample_config  # noqa: E402
 from neoflow.tune import Database, tune_kernel  # noqa: E402
 from neoflow.tune.hardware import TAG_ENV  # noqa: E402
-from neoflow.tune.ray_runner import environment, keep_loopback, loopback_settings  # noqa: E402
+from neoflow.tune.ray_runner import LOOPBACK as LOCAL  # noqa: E402
+from neoflow.tune.ray_runner import (environment, keep_loopback, loopback_cluster,  # noqa: E402
+                                     loopback_settings)
 from neoflow.tune.runner import LocalRunner  # noqa: E402
 from neoflow.zoo.workloads import get  # noqa: E402
 
-LOCAL = "127.0.0.1"
 
 
 class SimulatedCluster:
     """A head without CPUs and `nodes` measuring nodes on this machine."""
 
     def __init__(self, ray, nodes):
-        from ray.cluster_utils import Cluster
         self.ray = ray
         self.scratch = tempfile.mkdtemp(prefix="nfray-bench-", dir="/tmp")
         self.settings = loopback_settings(self.scratch)
         keep_loopback(ray)
         with environment(self.settings):
-            self.cluster = Cluster(initialize_head=True, head_node_args=dict(
-                num_cpus=0, node_ip_address=LOCAL, include_dashboard=False,
-                temp_dir=os.path.join(self.scratch, "ray")))
+            self.cluster = loopback_cluster(self.scratch)
             for _ in range(nodes):
                 self.cluster.add_node(num_cpus=1, node_ip_address=LOCAL,
                                       env_vars={TAG_ENV: "bench"})

@@ -67,6 +67,25 @@ def import_ray():
     return ray
 
 
+LOOPBACK = "127.0.0.1"     # every Ray process of NeoFlow's binds and connects here only
+
+
+def loopback_cluster(scratch):
+    """A `ray.cluster_utils.Cluster` whose head (no CPUs: it measures nothing)
+    binds LOOPBACK and keeps its files under `scratch`; nodes are added with
+    `add_node(node_ip_address=LOOPBACK, ...)`. Start it inside
+    `environment(loopback_settings(scratch))` after `keep_loopback(ray)`
+    (the simulated clusters of the tests and of bench/tune_ray.py).
+
+    >>> with environment(loopback_settings(scratch)):       # doctest: +SKIP
+    ...     cluster = loopback_cluster(scratch)
+    """
+    from ray.cluster_utils import Cluster
+    return Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=0, node_ip_address=LOOPBACK, include_dashboard=False,
+        temp_dir=os.path.join(scratch, "ray")))
+
+
 def loopback_settings(scratch):
     """The environment that keeps a local Ray instance on 127.0.0.1 and out
     of the home directory: HOME and RAY_TMPDIR in `scratch` (which holds a
@@ -206,7 +225,7 @@ class RayRunner(Runner):
             keep_loopback(ray)
             with environment(settings):
                 ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
-                         _node_ip_address="127.0.0.1", _temp_dir=str(Path(self._scratch) / "ray"),
+                         _node_ip_address=LOOPBACK, _temp_dir=str(Path(self._scratch) / "ray"),
                          configure_logging=False, log_to_driver=False)
         else:
             ray.init(address=self.address, configure_logging=False, log_to_driver=False)

@@ -20,18 +20,17 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'neoflow[ray]')")
 psutil = pytest.importorskip("psutil", reason="psutil is not installed (the sockets check)")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 import neoflow as nf  # noqa: E402
 from neoflow.graph import kernels_for  # noqa: E402
 from neoflow.schedule import default_config  # noqa: E402
 from neoflow.tune import Database, tune_kernel  # noqa: E402
 from neoflow.tune.hardware import TAG_ENV, Hardware, detect  # noqa: E402
+from neoflow.tune.ray_runner import LOOPBACK as LOCAL  # noqa: E402
 from neoflow.tune.ray_runner import (RayRunnerWarning, environment, keep_loopback,  # noqa: E402
-                                     loopback_settings)
+                                     loopback_cluster, loopback_settings)
 from tune_helpers import matmul  # noqa: E402
 
-LOCAL = "127.0.0.1"
 ENTRY = "int64_t nf_main(void* const* args, int64_t* err) {"
 CRASH = "#include <signal.h>\n" + ENTRY + " raise(SIGSEGV);"
 THREADS = "#include <omp.h>\n" + ENTRY + " return 1000 + omp_get_max_threads();"
@@ -46,9 +45,7 @@ class LocalCluster:
         self.settings = loopback_settings(self.scratch)
         keep_loopback(ray)
         with environment(self.settings):
-            self.cluster = Cluster(initialize_head=True, head_node_args=dict(
-                num_cpus=0, node_ip_address=LOCAL, include_dashboard=False,
-                temp_dir=os.path.join(self.scratch, "ray")))
+            self.cluster = loopback_cluster(self.scratch)
             ray.init(address=self.cluster.address, _node_ip_address=LOCAL,
                      log_to_driver=False, configure_logging=False)
 
