@@ -20,11 +20,11 @@ and the adjoint scan's rows).
 Hands on: contributions to the adjoints of a scan's inits and inputs, added
 to the reverse pass (reverse.py) that reached the scan.
 """
-from ..te.expr import Const, IterVar
+from ..te.expr import Const, IterVar, Reduce
 from ..te.ops import where
-from ..te.scan import clone, scan
+from ..te.scan import clone, keep, scan
 from ..te.tensor import compute, placeholder
-from ..te.visit import tensor_inputs
+from ..te.visit import post_order, tensor_inputs
 
 
 def multi_grad(outputs, heads, wrts):
@@ -76,20 +76,28 @@ def _backprop(rev, group, dS):
     needed = [e for e in group.externals if id(e) in rev.dep]
     wanted = {id(e) for e in needed}
     readers = [x for x in group.body if any(id(p) in wanted for p in tensor_inputs(x))]
-    local = clone(list(group.nexts) + readers, stand, {})
-    heads = [placeholder(s.shape, s.dtype, name=f"d{s.name}") for s in inits]
+    local = dict(zip(map(id, group.body), clone(group.body, stand, {})))
+    # a kept step tensor with an adjoint of its own (a gradient of a gradient)
+    heads_of = [(x, d) for x, d in zip(group.saved, dS[K:]) if d is not None]
+    heads = [placeholder(s.shape, s.dtype, name=f"d{s.name}") for s in inits] + \
+        [placeholder(x.shape, x.dtype, name=f"d{x.name}") for x, _ in heads_of]
     # per step: the adjoint of each prev, and of each step tensor that reads a
     # needed input (kept as extra states of the adjoint scan: one row per t)
-    per_step = multi_grad(local[:K], heads, list(group.prevs) + local[K:])
+    per_step = multi_grad([local[id(n)] for n in group.nexts] + [local[id(x)] for x, _ in heads_of],
+                          heads, list(group.prevs) + [local[id(x)] for x in readers])
+    kept = _kept(group, local, per_step)
+    P = [_shifted(group, k) for k in range(K)]
 
     def adjoint_step(tr, q):
         g = [q[k] if dS[k] is None else
              compute(s.shape, lambda *i, k=k: dS[k][(tr,) + i] + q[k][i], name=f"g{k}")
              for k, s in enumerate(inits)]
-        before = [_state_before(group, k, tr) for k in range(K)]
+        g += [compute(x.shape, lambda *i, d=d: d[(tr,) + i], name=f"g_{x.name}")
+              for x, d in heads_of]
         tensors = dict(back)
-        tensors.update({id(p): (b, False) for p, b in zip(group.prevs, before)})
+        tensors.update({id(p): (b, tr) for p, b in zip(group.prevs, P)})   # row tr: the state before
         tensors.update({id(h): (x, False) for h, x in zip(heads, g)})
+        tensors.update({id(local[id(x)]): (r, tr) for x, r in kept})      # row tr: no recompute
         return tuple(clone(per_step, tensors, {id(group.t): tr}))
 
     zeros = tuple(compute(s.shape, lambda *i, s=s: Const(0, s.dtype), name=f"q0_{s.name}")
@@ -101,38 +109,59 @@ def _backprop(rev, group, dS):
     if not needed:
         return
     # the inputs' gradients: each reader batched over t, its adjoint the stored rows
-    P = [_shifted(group, k) for k in range(K)]
     stand_p = [placeholder(p.shape, p.dtype, name=p.name) for p in P]
     tensors = dict(stand)
     tensors.update({id(p): (sp, True) for p, sp in zip(group.prevs, stand_p)})
-    # each reader alone, the others read as stand-ins: its stored adjoint already
-    # holds what flows into it through the others
+    # each reader alone, the others (and every kept step tensor) read as
+    # stand-ins: its stored adjoint already holds what flows into it through them
     values = [placeholder((L,) + x.shape, x.dtype, name=f"{x.name}_b") for x in readers]
+    kept_at = {id(x): r for x, r in kept}
     batched = []
     for j, x in enumerate(readers):
         cut = dict(tensors)
         cut.update({id(y): (v, True) for i, (y, v) in enumerate(zip(readers, values)) if i != j})
+        cut.update({id(y): (r, True) for y, r in kept if y is not x and id(y) not in cut})
         cut.pop(id(x), None)
         batched += clone([x], cut, {}, batch=group.t)
-    stand_h = [placeholder(r.shape, r.dtype, name=r.name) for r in R[K:]]
+    stand_h = [placeholder(r.shape, r.dtype, name=r.name) for r in R[K:K + len(readers)]]
     grads = multi_grad(batched, stand_h, [stand[id(e)][0] for e in needed])
     mapping = dict(back)
     mapping.update({id(sp): (p, False) for sp, p in zip(stand_p, P)})
     mapping.update({id(sh): (r, False) for sh, r in zip(stand_h, R[K:])})
-    for v, b in zip(values, batched):   # readers come producers first: resolve in order
-        mapping[id(v)] = (clone([b], mapping, {})[0], False)
+    for x, v, b in zip(readers, values, batched):   # producers first: resolve in order
+        value = kept_at.get(id(x))
+        if value is None:
+            value = clone([b], mapping, {})[0]
+        mapping[id(v)] = mapping[id(b)] = (value, False)
     for e, d in zip(needed, clone(grads, mapping, {})):
         _add(rev, e, d)
 
 
-def _state_before(group, k, tr):
-    """The state step `tr` reads: S[tr-1] (S[tr+1] reversed), init at the start."""
-    S, init, L = group.results[k], group.inits[k], group.length
-    if group.reverse:
-        return compute(init.shape, lambda *i: where(tr < L - 1, S[(tr + 1,) + i], init[i]),
-                       name=f"{init.name}_before")
-    return compute(init.shape, lambda *i: where(tr >= 1, S[(tr - 1,) + i], init[i]),
-                   name=f"{init.name}_before")
+def _kept(group, local, per_step):
+    """[(step tensor, the result holding it at every step)]: the step tensors
+    the reverse step reads that are kept instead of computed again -- the next
+    states (stored anyway) and any with a reduction (SAVE_IF) -- found from the
+    reverse step's reads down, not below a kept one."""
+    at = {id(l): x for x, l in ((x, local[id(x)]) for x in group.body)}
+    kept, seen, stack = [], set(), list(per_step)
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        x = at.get(id(t))
+        if x is not None and (any(x is n for n in group.nexts) or SAVE_IF(x)):
+            kept.append((x, keep(group, x)))
+            continue
+        stack.extend(tensor_inputs(t))
+    return kept
+
+
+def _has_reduction(x):
+    return any(isinstance(n, Reduce) for n in post_order(x.op.body))
+
+
+SAVE_IF = _has_reduction    # what the reverse step keeps rather than recomputes
 
 
 def _shifted(group, k):

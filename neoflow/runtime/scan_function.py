@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import InputError
 from ..te import dtype as dt
 from ..te.feed import as_input_array
+from ..te.random import fresh_seed, random_states, state_feed
 from ..te.scan import clone, is_scan
 from ..te.tensor import placeholder
 from ..te.visit import topo_tensors
@@ -88,11 +89,19 @@ class ScanFunction:
     def __init__(self, outs, single, inputs, build):
         self.outputs, self._single, self.inputs = list(outs), single, list(inputs)
         order = topo_tensors(self.outputs)
+        self._needed = {id(t) for t in order}
         groups = []
         for t in order:
             if is_scan(t) and all(t.op.group is not g for g in groups):
                 groups.append(t.op.group)
         self._stand = {}   # id(scan result or segment output) -> placeholder standing for it
+        # random state leaves: plain int64 inputs of the segments, drawn here per call
+        # (a runtime that holds them, e.g. the Trainer, passes them as inputs)
+        given = {id(t) for t in self.inputs}
+        self._randoms = [t for t in random_states(order) if id(t) not in given]
+        self._seed, self._calls = fresh_seed(), 0
+        for t in random_states(order):
+            self._stand[id(t)] = (placeholder(t.shape, t.dtype, name=t.name), False)
         self._plan = []
         for g in groups:
             needed = self._segment([x for x in g.inputs], build)
@@ -139,16 +148,24 @@ class ScanFunction:
         prevs = [placeholder(p.shape, p.dtype, name=p.name) for p in g.prevs]
         stand_all = dict(stand)
         stand_all.update({id(p): (q, False) for p, q in zip(g.prevs, prevs)})
-        nexts = clone(g.nexts, stand_all, {id(g.t): tix[()]})
+        K = len(g.prevs)
+        kept = [(x, r) for x, r in zip(g.saved, g.results[K:]) if id(r) in self._needed]
+        outs = clone(list(g.nexts) + [x for x, _ in kept], stand_all, {id(g.t): tix[()]})
         leaves = [tix] + prevs + [s for s, _ in stand.values()]
-        fn = build(list(nexts), leaves)
-        return fn, leaves, rows
+        fn = build(list(outs), leaves)
+        return fn, leaves, rows, [r for _, r in kept]
 
-    def __call__(self, *args):
+    def __call__(self, *args, seed=None):
         if len(args) != len(self.inputs):
             names = ", ".join(f"'{t.name}'" for t in self.inputs)
             raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
         values = {id(t): as_input_array(t, a) for t, a in zip(self.inputs, args)}
+        if self._randoms:          # as BuiltFunction: afresh per call, or from `seed=`
+            self._calls += seed is None
+            values.update(state_feed(self._randoms, self._seed if seed is None else seed,
+                                     self._calls if seed is None else 0))
+        for t in random_states(self._randoms + [t for t in self.inputs]):
+            values[id(self._stand[id(t)][0])] = values[id(t)]
         for kind, g, segment, step in self._plan:
             self._run_segment(segment, values)
             self._run_scan(g, step, values)
@@ -170,40 +187,45 @@ class ScanFunction:
                 self._stand_value(orig, values[id(orig)], values)
 
     def _run_scan(self, g, step, values):
-        fn, leaves, rows = step
-        states = [np.empty(r.shape, dt.to_numpy(r.dtype)) for r in g.results]
+        fn, leaves, rows, kept = step
+        count = len(g.prevs)
+        states = [np.empty(r.shape, dt.to_numpy(r.dtype)) for r in g.results[:count] + tuple(kept)]
         inits = [as_input_array(p, values[id(s)]) for p, s in zip(g.prevs, g.inits)]
         ext = [as_input_array(e, values[id(e)]) for e in g.externals]
         if isinstance(fn, BuiltFunction) and fn._plain:
             self._native_loop(g, fn, leaves, rows, inits, ext, states)
         else:
             self._python_loop(g, fn, rows, inits, ext, states)
-        for r, buf in zip(g.results, states):
+        for r, buf in zip(g.results[:count] + tuple(kept), states):
             values[id(r)] = buf
             self._stand_value(r, buf, values)
 
     def _native_loop(self, g, fn, leaves, rows, inits, ext, states):
+        """`states`: the states, then the kept step tensors (written at row t
+        like the states, never read back)."""
         count = len(g.prevs)
         tix = np.zeros((), np.int64)
         first = 1 + count                      # slot of the first external
         whole = [(n, a) for n, (e, a) in enumerate(zip(g.externals, ext)) if id(e) not in rows]
-        row = [(n, e, a) for n, (e, a) in enumerate(zip(g.externals, ext)) if id(e) in rows]
-        args = (ctypes.c_void_p * (len(leaves) + count))()
+        row = [(first + n, a, rows[id(e)]) for n, (e, a) in enumerate(zip(g.externals, ext))
+               if id(e) in rows]
+        row += [(len(leaves) + count + n, b, 0) for n, b in enumerate(states[count:])]
+        args = (ctypes.c_void_p * (len(leaves) + len(states)))()
         args[0] = address(tix)
         for n, a in whole:
             args[first + n] = address(a)
         slots = [s for k in range(count) for s in (1 + k, len(leaves) + k)] + \
-            [first + n for n, _, _ in row]
-        base = [address(b) for b in states] + [address(a) for _, _, a in row]
-        nbytes = [b.itemsize * b[0].size for b in states] + \
-            [a.itemsize * a[0].size for _, _, a in row]
+            [slot for slot, _, _ in row]
+        base = [address(b) for b in states[:count]] + [address(a) for _, a, _ in row]
+        nbytes = [b.itemsize * b[0].size for b in states[:count]] + \
+            [a.itemsize * a[0].size for _, a, _ in row]
         words = lambda xs: (ctypes.c_int64 * max(1, len(xs)))(*xs)  # noqa: E731
         err = (ctypes.c_int64 * 2)()
         entry = ctypes.cast(fn._entry, ctypes.c_void_p).value
         code = _scan_loop()(
             entry, args, g.length, int(g.reverse), address(tix), count, len(row), words(slots),
             words([address(a) for a in inits]), words(base), words(nbytes),
-            words([rows[id(e)] for _, e, _ in row]), err)
+            words([c for _, _, c in row]), err)
         if code:
             fn._raise(err[0], err[1])
 
@@ -214,8 +236,9 @@ class ScanFunction:
         for t in steps:
             tix[()] = t
             fed = [a[t + rows[id(e)]] if id(e) in rows else a for e, a in zip(g.externals, ext)]
-            state = list(fn(tix, *state, *fed))
-            for buf, v in zip(states, state):
+            out = list(fn(tix, *state, *fed))
+            state = out[:len(g.prevs)]
+            for buf, v in zip(states, out):
                 buf[t] = v
 
     def _stand_value(self, r, buf, values):

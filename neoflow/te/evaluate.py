@@ -92,7 +92,7 @@ def _scan(group, values):
         for x in group.body:
             local[id(x)] = _Compute(x, local, bound).run()
         state = [local[id(n)] for n in group.nexts]
-        for o, v in zip(outs, state):
+        for o, v in zip(outs, state + [local[id(x)] for x in group.saved]):
             o[t] = v
     for r, o in zip(group.results, outs):
         values[id(r)] = o

@@ -19,8 +19,8 @@ Hands on: scan result Tensors, ordinary nodes of the DAG.
 import numbers
 
 from ..errors import DTypeError, ExpressionError, ShapeError
-from .expr import IterVar, Read
-from .tensor import ComputeOp, Tensor
+from .expr import Expr, IterVar, Read, Reduce, Select
+from .tensor import ComputeOp, Tensor, _ids
 from .visit import post_order, tensor_inputs, topo_tensors, transform
 
 
@@ -45,6 +45,7 @@ class ScanGroup:
                                   else f"{name}_prev", ScanStateOp(self))
                            for k, s in enumerate(inits))
         self.nexts, self.body, self.externals, self.results = (), [], [], ()
+        self.saved = []     # step tensors kept at every step: results[len(inits) + n]
 
     @property
     def inputs(self):
@@ -58,7 +59,8 @@ class ScanGroup:
 
 
 class ScanOp:
-    """Result `index` of `group`: every state of that element, shaped (length, *S)."""
+    """Result `index` of `group`: every state of that element, shaped (length, *S);
+    an index past the states holds every step's value of `group.saved[index - K]`."""
 
     def __init__(self, group, index):
         self.group, self.index = group, index
@@ -93,21 +95,48 @@ def scan(init, step, length, name=None, *, reverse=False):
     if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length <= 0:
         raise ShapeError(f"nf.scan '{name}': length must be a positive int, got {length!r}")
     group = ScanGroup(inits, int(length), name, reverse)
+    mark = next(_ids)           # tensors numbered above it are made by the step
     try:
         out = step(group.t, group.prevs[0] if single else group.prevs)
     finally:
         group.open = False
-    group.nexts = _check_nexts(group, out, single)
+    group.nexts = _fresh_draws(group, _check_nexts(group, out, single), mark)
     body, _ = _split(group)
     inside = {id(x) for x in body}
     group.nexts = tuple(n if id(n) in inside else _copy(n, f"{group.name}_next{k}")
                         for k, n in enumerate(group.nexts))   # a state made without t or prev
+    group.body, _ = _split(group, forced={id(n) for n in group.nexts})
+    group.nexts = hoist(group)
     group.body, group.externals = _split(group, forced={id(n) for n in group.nexts})
     group.results = tuple(
         Tensor((group.length,) + s.shape, s.dtype,
                name if single else f"{name}_{k}", ScanOp(group, k))
         for k, s in enumerate(inits))
     return group.results[0] if single else group.results
+
+
+def keep(group, x):
+    """The result holding step tensor `x`'s value at every step, shaped
+    (length, *x.shape): the states for a next state, else a result added to
+    the scan (once; `group.saved`). nf.grad keeps what the reverse step
+    reads instead of computing it again; a run computes a kept result only
+    where something reads it.
+
+    >>> gates_at = keep(hs.op.group, gates)      # doctest: +SKIP
+    """
+    for k, n in enumerate(group.nexts):
+        if n is x:
+            return group.results[k]
+    for n, s in enumerate(group.saved):
+        if s is x:
+            return group.results[len(group.inits) + n]
+    if all(b is not x for b in group.body):
+        raise ExpressionError(f"nf.scan '{group.name}': '{x.name}' is not a tensor of its step")
+    group.saved.append(x)
+    r = Tensor((group.length,) + x.shape, x.dtype, f"{group.name}_{x.name}",
+               ScanOp(group, len(group.results)))
+    group.results = group.results + (r,)
+    return r
 
 
 def _check_nexts(group, out, single):
@@ -133,6 +162,106 @@ def _check_nexts(group, out, single):
         else:
             nexts.append(o)
     return tuple(nexts)
+
+
+def _fresh_draws(group, nexts, mark):
+    """The next states with every random tensor the step made (nf.random_uniform,
+    a dropout mask; made after tensor number `mark`) drawn afresh at each step:
+    one draw shaped (length, *shape) before the loop, row t read inside."""
+    from .random import Random, random_uniform
+    drawn = {}
+    for x in topo_tensors(list(nexts)):
+        if x.is_compute and x.id > mark and isinstance(x.op.body, Random):
+            u = random_uniform((group.length,) + x.shape, x.dtype, name=x.name)
+            drawn[id(x)] = (u, group.t)
+    return tuple(clone(list(nexts), drawn, {})) if drawn else nexts
+
+
+def hoist(group):
+    """The next states rebuilt with the work that does not depend on the state
+    taken out of the loop over t (loop-invariant code motion):
+
+    * a step tensor that reads no prev (directly or through another) becomes
+      one tensor batched over t, shaped (length, *shape), computed before the
+      loop; the step reads its row t;
+    * a reduction inside a step tensor that reads no prev (e.g. an input
+      projection `sum_i x[t, b, i] * w[j, i]` beside `sum_k h[b, k] * u[j, k]`)
+      becomes one tensor over t and the indices it uses -- one big
+      contraction before the loop -- unless it sits in a branch of a
+      `where` (only the chosen branch may be read: hoisting could read out of
+      range) or uses an index of an enclosing reduction.
+
+    The nexts themselves stay in the step. Values are unchanged: the same
+    expressions, evaluated for every t at once.
+
+    >>> group.nexts = hoist(group)      # doctest: +SKIP
+    """
+    t, nexts = group.t, {id(n) for n in group.nexts}
+    stateful = {id(p) for p in group.prevs}
+    for x in group.body:
+        if id(x) in nexts or any(id(p) in stateful for p in tensor_inputs(x)):
+            stateful.add(id(x))
+    batched, step = {}, {}     # id(old) -> (new, how): for batched clones / inside the step
+    for x in group.body:
+        if id(x) not in stateful:
+            (xb,) = clone([x], batched, {}, batch=t)
+            batched[id(x)] = (xb, True)
+            step[id(x)] = (xb, t)
+            continue
+        def read(n):
+            if isinstance(n, Read) and id(n.tensor) in step:
+                new, how = step[id(n.tensor)]
+                return Read(new, ((how,) if isinstance(how, Expr) else ()) + tuple(n.indices))
+            return n
+        body = _hoist_reductions(transform(x.op.body, read), x, t, group.length,
+                                 {id(v) for v, how in step.values() if how is False}
+                                 | {id(p) for p in group.prevs})
+        if body is x.op.body:
+            step[id(x)] = (x, False)
+        else:
+            step[id(x)] = (Tensor(x.shape, x.dtype, x.name, ComputeOp(x.op.axes, body)), False)
+    return tuple(step[id(n)][0] for n in group.nexts)
+
+
+def _hoist_reductions(e, x, t, length, stateful):
+    """`e` (the body of step tensor `x`) with each outermost hoistable reduction
+    replaced by a read of a tensor computing it for every t (see `hoist`)."""
+    from .visit import children, with_children
+    axes = {id(a): a for a in x.op.axes}
+
+    def hoistable(r):
+        if any(id(n.tensor) in stateful for n in post_order(r) if isinstance(n, Read)):
+            return None
+        bound = {id(a) for n in post_order(r) if isinstance(n, Reduce) for a in n.axes}
+        free = {id(n): n for n in post_order(r) if isinstance(n, IterVar) and id(n) not in bound}
+        if any(k not in axes and k != id(t) for k in free):
+            return None
+        return [a for a in x.op.axes if id(a) in free], id(t) in free
+
+    def walk(n):
+        if isinstance(n, Reduce):
+            found = hoistable(n)
+            if found is not None:
+                return _hoisted(n, found, x, t, length)
+        if isinstance(n, Select):       # only the condition is always evaluated
+            return with_children(n, [walk(n.cond), n.t, n.f])
+        return with_children(n, [walk(c) for c in children(n)])
+    return walk(e)
+
+
+def _hoisted(r, found, x, t, length):
+    """A read (at t and the indices it uses) of a tensor holding reduction `r`
+    for every t: the tensor computed once, before the loop."""
+    used, uses_t = found
+    lead = [IterVar("t", 0, length, "spatial")] if uses_t else []
+    own = [IterVar(a.name, 0, a.extent, "spatial") for a in used]
+    mapping = {id(a): b for a, b in zip(used, own)}
+    if uses_t:
+        mapping[id(t)] = lead[0]
+    body = transform(r, lambda n: mapping.get(id(n), n) if isinstance(n, IterVar) else n)
+    shape = tuple(a.extent for a in lead + own)
+    h = Tensor(shape, r.dtype, f"{x.name}_in", ComputeOp(lead + own, body))
+    return Read(h, ((t,) if uses_t else ()) + tuple(used))
 
 
 def _copy(src, name):
@@ -182,7 +311,9 @@ def _uses(e, var):
 def clone(roots, tensors, variables, batch=None):
     """The sub-graph behind `roots` rebuilt: reads of a tensor in `tensors`
     ({id(old): (new, batched)}) read `new` (with the batch index in front when
-    `batched`; without their first index when `batched` is "row"); IterVars in `variables` ({id(old): expr}) are replaced; every
+    `batched`; without their first index when `batched` is "row"; with an index
+    expression in front when `batched` is one, e.g. t: row t of a kept result);
+    IterVars in `variables` ({id(old): expr}) are replaced; every
     compute that depends on either is rebuilt (shaped (batch.extent, *shape)
     with its first axis standing for `batch` when `batch`, an IterVar, is
     given). Returns the rebuilt roots, in order.
@@ -217,6 +348,8 @@ def _rebuild(x, memo, variables, batch):
             return mapping.get(id(n), n)
         if isinstance(n, Read) and id(n.tensor) in memo:
             new, how = memo[id(n.tensor)]
+            if isinstance(how, Expr):     # `new` holds one row per value of `how`
+                return Read(new, (how,) + tuple(n.indices))
             if how == "row":      # `new` is the row the first index picks
                 return Read(new, tuple(n.indices[1:]))
             return Read(new, ((axes[0],) if how else ()) + tuple(n.indices))
