@@ -18,6 +18,7 @@ in each.
 Hands on: a `ScanFunction`, called like a BuiltFunction.
 """
 import ctypes
+import threading
 
 import numpy as np
 
@@ -95,6 +96,7 @@ class ScanFunction:
             if is_scan(t) and all(t.op.group is not g for g in groups):
                 groups.append(t.op.group)
         self._stand = {}   # id(scan result or segment output) -> placeholder standing for it
+        self._buffers, self._lock = {}, threading.Lock()
         # random state leaves: plain int64 inputs of the segments, drawn here per call
         # (a runtime that holds them, e.g. the Trainer, passes them as inputs)
         given = {id(t) for t in self.inputs}
@@ -156,6 +158,17 @@ class ScanFunction:
         return fn, leaves, rows, [r for _, r in kept]
 
     def __call__(self, *args, seed=None):
+        values = self._run(args, seed)
+        outs = [np.array(values[id(t)], copy=True) for t in self.outputs]
+        return outs[0] if self._single else tuple(outs)
+
+    def _run(self, args, seed=None):
+        """{id(tensor): array} after one run: the outputs' arrays may be buffers
+        the next run writes again (copy them out before)."""
+        with self._lock:
+            return self._run_locked(args, seed)
+
+    def _run_locked(self, args, seed):
         if len(args) != len(self.inputs):
             names = ", ".join(f"'{t.name}'" for t in self.inputs)
             raise InputError(f"expected {len(self.inputs)} input(s) ({names}), got {len(args)}")
@@ -170,17 +183,32 @@ class ScanFunction:
             self._run_segment(segment, values)
             self._run_scan(g, step, values)
         self._run_segment(self._final, values)
-        outs = [np.array(values[id(t)], copy=True) for t in self.outputs]
-        return outs[0] if self._single else tuple(outs)
+        return values
+
+    def _held(self, key, shape, dtype):
+        """The buffer `key` names, made on first use and written again by every
+        run (no fresh pages per run)."""
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = np.empty(shape, dtype)
+        return buf
 
     def _run_segment(self, segment, values):
         fn, leaves, pairs = segment
         computed = [c for _, c in pairs if c.is_compute]
-        if fn is not None:
-            res = fn(*[values[id(t)] for t in leaves])
+        if fn is None:
+            got = {}
+        elif isinstance(fn, BuiltFunction) and fn._plain and not fn._randoms:
+            arrays = [as_input_array(t, values[id(t)]) for t in leaves]
+            res = [self._held((id(fn), n), shape, dtype)
+                   for n, (shape, dtype) in enumerate(fn._results)]
+            err = (ctypes.c_int64 * 2)()
+            if fn._entry(fn._pointer_array(*map(address, arrays), *map(address, res)), err):
+                fn._raise(err[0], err[1], {t.name: a for t, a in zip(leaves, arrays)})
             got = {id(c): r for c, r in zip(computed, res)}
         else:
-            got = {}
+            res = fn(*[values[id(t)] for t in leaves])
+            got = {id(c): r for c, r in zip(computed, res)}
         for orig, c in pairs:
             values[id(orig)] = got[id(c)] if id(c) in got else values[id(c)]
             if id(orig) in self._stand:
@@ -189,7 +217,8 @@ class ScanFunction:
     def _run_scan(self, g, step, values):
         fn, leaves, rows, kept = step
         count = len(g.prevs)
-        states = [np.empty(r.shape, dt.to_numpy(r.dtype)) for r in g.results[:count] + tuple(kept)]
+        states = [self._held(id(r), r.shape, dt.to_numpy(r.dtype))
+                  for r in g.results[:count] + tuple(kept)]
         inits = [as_input_array(p, values[id(s)]) for p, s in zip(g.prevs, g.inits)]
         ext = [as_input_array(e, values[id(e)]) for e in g.externals]
         if isinstance(fn, BuiltFunction) and fn._plain:
@@ -266,11 +295,17 @@ class ScanBackend:
         leaves = [t for t in topo_tensors(outs) if not t.is_compute and not is_scan(t)]
         fn = self.function(outs, leaves)
         sources = [views[id(t)] for t in leaves]
-        targets = [views[id(t)] for t in outs]
+        targets = [(views[id(t)], id(t)) for t in outs]
+        run_all = fn._run if isinstance(fn, ScanFunction) else None
 
         def run():
-            for target, value in zip(targets, fn(*sources)):
-                np.copyto(target, value)
+            if run_all is None:
+                for (target, _), value in zip(targets, fn(*sources)):
+                    np.copyto(target, value)
+                return
+            values = run_all(sources)
+            for target, key in targets:
+                np.copyto(target, values[key])
         return run
 
     def function(self, outputs, inputs):
