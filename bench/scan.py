@@ -2,8 +2,11 @@
 one-layer LSTM over T steps, and its compile time against T.
 
 Variants, each timed alone in its own process (default threading):
-  * nf-scan      NeoFlow, the LSTM as one nf.scan (neoflow.zoo.lstm_scan),
-                 nf.Trainer (SGD);
+  * nf-scan      NeoFlow, the LSTM as one nf.scan (neoflow.zoo.lstm_scan: the
+                 input projection one dense op before the scan), nf.Trainer (SGD);
+  * nf-scan-natural  the same, the cell written as it reads (x[t] @ W_ih and
+                 h @ W_hh both in the step): nf.scan hoists the input projection
+                 out of the loop itself (docs/scan.md), so it should time as nf-scan;
   * nf-unrolled  NeoFlow, the same cell unrolled in Python, nf.Trainer (SGD);
   * torch-lstm   torch.nn.LSTM (oneDNN), eager, torch.optim.SGD;
   * torch-loop   the PyTorch cell in a Python loop, eager;
@@ -22,7 +25,8 @@ import subprocess
 import sys
 import time
 
-VARIANTS = ["nf-scan", "nf-unrolled", "torch-lstm", "torch-loop", "torch-compile"]
+VARIANTS = ["nf-scan", "nf-scan-natural", "nf-unrolled", "torch-lstm", "torch-loop",
+            "torch-compile"]
 
 
 def _nf(variant, T, B, I, H, blocks, reps):
@@ -37,6 +41,9 @@ def _nf(variant, T, B, I, H, blocks, reps):
     h = c = nf.compute((B, H), lambda b, s: nf.const(0.0), name="h0")
     if variant == "nf-scan":
         hs, _ = lstm_layer(x, h, c, wi, wh, bi, bh)
+        h = nf.compute((B, H), lambda b, s: hs[T - 1, b, s], name="last")
+    elif variant == "nf-scan-natural":
+        hs, _ = _natural_lstm(x, h, c, wi, wh, bi, bh)
         h = nf.compute((B, H), lambda b, s: hs[T - 1, b, s], name="last")
     else:                                       # the same cell, unrolled in Python
         wx = nf.nn.dense(x, wi)
@@ -58,6 +65,25 @@ def _nf(variant, T, B, I, H, blocks, reps):
     compile_s = time.perf_counter() - t0         # the Trainer compiles every kernel here
     with trainer:
         return compile_s, _time(lambda: trainer.step(feed), blocks, reps)
+
+
+def _natural_lstm(x, h0, c0, wi, wh, bi, bh):
+    """torch.nn.LSTM's cell with both projections in the step (nf.scan hoists x[t] @ W_ih)."""
+    import neoflow as nf
+    T, B, I = x.shape
+    H = h0.shape[1]
+    i, k = nf.reduce_axis(I, name="i"), nf.reduce_axis(H, name="k")
+
+    def step(t, prev):
+        h, c = prev
+        pre = nf.compute((B, 4 * H), lambda b, j: nf.sum(x[t, b, i] * wi[j, i], axis=i) + bi[j]
+                         + bh[j] + nf.sum(h[b, k] * wh[j, k], axis=k), name="gates")
+        c2 = nf.compute((B, H), lambda b, s: nf.sigmoid(pre[b, H + s]) * c[b, s]
+                        + nf.sigmoid(pre[b, s]) * nf.tanh(pre[b, 2 * H + s]), name="c")
+        h2 = nf.compute((B, H), lambda b, s: nf.sigmoid(pre[b, 3 * H + s]) * nf.tanh(c2[b, s]),
+                        name="h")
+        return h2, c2
+    return nf.scan((h0, c0), step, T, name="lstm")
 
 
 def _torch(variant, T, B, I, H, blocks, reps):
@@ -116,17 +142,17 @@ def main(argv=None):
         return
     lengths = (3, 5) if args.smoke else (16, 64, 256)
     print(f"LSTM training step, B={B} I={I} H={H}; ms/step median (min..max), compile s")
-    print(f"{'variant':14s} {'T':>4s} {'ms/step':>24s} {'compile s':>10s}")
+    print(f"{'variant':16s} {'T':>4s} {'ms/step':>24s} {'compile s':>10s}")
     for variant in args.variants.split(","):
         for T in lengths:
             cmd = [sys.executable, __file__, "--one", variant, str(T)] + \
                 (["--smoke"] if args.smoke else [])
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode:
-                print(f"{variant:14s} {T:4d}  failed: {p.stderr.strip().splitlines()[-1:]}")
+                print(f"{variant:16s} {T:4d}  failed: {p.stderr.strip().splitlines()[-1:]}")
                 continue
             compile_s, (med, lo, hi) = json.loads(p.stdout.strip().splitlines()[-1])
-            print(f"{variant:14s} {T:4d} {med:9.3f} ({lo:.3f}..{hi:.3f}) {compile_s:10.2f}")
+            print(f"{variant:16s} {T:4d} {med:9.3f} ({lo:.3f}..{hi:.3f}) {compile_s:10.2f}")
 
 
 if __name__ == "__main__":

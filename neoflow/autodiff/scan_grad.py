@@ -13,9 +13,12 @@ The gradients of those inputs (parameters used at every step, per-step
 inputs x[t]) come from each X batched over t (te.scan.clone: shape
 (length, *shape), prev read from the shifted states) differentiated as an
 ordinary DAG with the stored rows as head: a parameter's accumulation over
-t is one reduction, a per-step input's gradient is solved exactly, and the
-step's forward is not run again. Memory is linear in length (the states
-and the adjoint scan's rows).
+t is one reduction, a per-step input's gradient is solved exactly. The
+step's forward is not run again: the reverse step reads, at row t, the
+next states and the step tensors with a reduction the forward scan keeps
+(`_kept`, te.scan.keep), and the state before as a row of the shifted
+states. Memory is linear in length (the states, the kept rows and the
+adjoint scan's rows).
 
 Hands on: contributions to the adjoints of a scan's inits and inputs, added
 to the reverse pass (reverse.py) that reached the scan.
@@ -95,7 +98,7 @@ def _backprop(rev, group, dS):
         g += [compute(x.shape, lambda *i, d=d: d[(tr,) + i], name=f"g_{x.name}")
               for x, d in heads_of]
         tensors = dict(back)
-        tensors.update({id(p): (b, tr) for p, b in zip(group.prevs, P)})   # row tr: the state before
+        tensors.update({id(p): (b, tr) for p, b in zip(group.prevs, P)})   # the state before
         tensors.update({id(h): (x, False) for h, x in zip(heads, g)})
         tensors.update({id(local[id(x)]): (r, tr) for x, r in kept})      # row tr: no recompute
         return tuple(clone(per_step, tensors, {id(group.t): tr}))

@@ -13,7 +13,12 @@ native function, e.g. under the reference backend, runs from a Python
 loop.) The kernels and the code do not grow with length. A segment reads
 what an earlier segment handed on (scan results, scan inputs) instead of
 computing it again; other intermediates two segments share are computed
-in each.
+in each. A step also writes, at row t, the step tensors the gradient keeps
+(te.scan.keep) that something reads.
+
+Segment results, states and kept rows are buffers held across runs. The
+Trainer's program (`ScanFunction.replay`) records the native calls of its
+first run and replays them as one call of `nf_scan_program` afterwards.
 
 Hands on: a `ScanFunction`, called like a BuiltFunction.
 """

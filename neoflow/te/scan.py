@@ -12,7 +12,11 @@ on a `prev`) stays inside the group; `ScanGroup.inputs` (the inits and
 the tensors the body reads from outside) are what the DAG sees
 (`visit.tensor_inputs`). `clone` rebuilds a step sub-graph over other
 tensors and index variables, or batched over the whole range of `t`
-(autodiff uses both).
+(autodiff uses both). At construction the work that does not depend on the
+state leaves the step (`hoist`: batched over t, before the loop) and a
+random tensor the step makes is drawn per t; `keep` adds a result holding
+a step tensor's value at every step (autodiff keeps what the reverse step
+reads).
 
 Hands on: scan result Tensors, ordinary nodes of the DAG.
 """

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = ("nf-scan", "nf-scan-natural", "torch-lstm", "torch-loop")
 
 
 @pytest.mark.slow
 def test_bench_smoke():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, str(ROOT / "bench/scan.py"), "--smoke", "--variants",
-                          "nf-scan,torch-lstm,torch-loop"], capture_output=True, text=True,
+                          ",".join(VARIANTS)], capture_output=True, text=True,
                          env=env, timeout=900, check=True).stdout
     rows = [line.split() for line in out.splitlines()[2:]]
-    assert [(r[0], r[1]) for r in rows] == [(v, t) for v in ("nf-scan", "torch-lstm", "torch-loop")
-                                            for t in ("3", "5")], out
+    assert [(r[0], r[1]) for r in rows] == [(v, t) for v in VARIANTS for t in ("3", "5")], out
     assert not any("failed" in r for r in rows), out

@@ -222,3 +222,32 @@ def test_random_in_a_step_trains_with_fresh_draws_per_trainer_step():
             assert value == pytest.approx(float(before @ grad), rel=1e-4)
             seen.append(grad)
     assert not np.allclose(seen[0], seen[1])
+
+
+def test_second_order_through_a_kept_step_tensor():
+    """The first gradient reads the kept pre-activation (a reduction over the
+    state); its own gradient flows back into that kept tensor at every step."""
+    T, N = 4, 3
+
+    def ours(x, h0, w):
+        k = nf.reduce_axis(N, name="k")
+
+        def step(t, h):
+            pre = nf.compute((N,), lambda i: nf.sum(w[i, k] * h[k], axis=k) + x[t, i], name="pre")
+            return nf.compute((N,), lambda i: nf.tanh(pre[i]) * pre[i], name="hn")
+        hs = nf.scan(h0, step, T, name="rnn")
+        r = [nf.reduce_axis(n) for n in hs.shape]
+        loss = nf.compute((), lambda: nf.sum(hs[tuple(r)] * hs[tuple(r)], axis=r))
+        (dw,) = nf.grad(loss, [w])
+        assert [s.name for s in hs.op.group.saved] == ["pre"]
+        return nf.compute((N, N), lambda i, j: dw[i, j] * dw[i, j] + x[0, i] * dw[i, j])
+
+    def theirs(x, h0, w):
+        h, out = h0, []
+        for t in range(T):
+            pre = w @ h + x[t]
+            h = torch.tanh(pre) * pre
+            out.append(h)
+        (dw,) = torch.autograd.grad((torch.stack(out) ** 2).sum(), [w], create_graph=True)
+        return dw * dw + x[0][:, None] * dw
+    check(ours, theirs, [(T, N), (N,), (N, N)], seed=5)
