@@ -12,8 +12,8 @@ on a `prev`) stays inside the group; `ScanGroup.inputs` (the inits and
 the tensors the body reads from outside) are what the DAG sees
 (`visit.tensor_inputs`). `clone` rebuilds a step sub-graph over other
 tensors and index variables, or batched over the whole range of `t`
-(autodiff uses both). At construction the work that does not depend on the
-state leaves the step (`hoist`: batched over t, before the loop) and a
+(autodiff uses both). At construction the reductions that do not depend on
+the state leave the step (`hoist`: one tensor over t, before the loop) and a
 random tensor the step makes is drawn per t; `keep` adds a result holding
 a step tensor's value at every step (autodiff keeps what the reverse step
 reads).
@@ -182,59 +182,45 @@ def _fresh_draws(group, nexts, mark):
 
 
 def hoist(group):
-    """The next states rebuilt with the work that does not depend on the state
-    taken out of the loop over t (loop-invariant code motion):
+    """The next states rebuilt with the reductions that do not depend on the
+    state taken out of the loop over t (loop-invariant code motion): a
+    reduction inside a step tensor that reads only tensors from outside the
+    step (e.g. an input projection `sum_i x[t, b, i] * w[j, i]` beside
+    `sum_k h[b, k] * u[j, k]`) becomes one tensor over t and the indices it
+    uses -- one big contraction before the loop; the step reads it at t.
+    Not hoisted: a reduction in a branch of a `where` (only the chosen branch
+    may be read: hoisting could read out of range) or one that uses an index
+    of an enclosing reduction. Element-wise work stays in the step (it fuses
+    there, and batching it would store (length, *shape) for nothing).
 
-    * a step tensor that reads no prev (directly or through another) becomes
-      one tensor batched over t, shaped (length, *shape), computed before the
-      loop; the step reads its row t;
-    * a reduction inside a step tensor that reads no prev (e.g. an input
-      projection `sum_i x[t, b, i] * w[j, i]` beside `sum_k h[b, k] * u[j, k]`)
-      becomes one tensor over t and the indices it uses -- one big
-      contraction before the loop -- unless it sits in a branch of a
-      `where` (only the chosen branch may be read: hoisting could read out of
-      range) or uses an index of an enclosing reduction.
-
-    The nexts themselves stay in the step. Values are unchanged: the same
-    expressions, evaluated for every t at once.
+    Values are unchanged: the same expressions, evaluated for every t at once.
 
     >>> group.nexts = hoist(group)      # doctest: +SKIP
     """
-    t, nexts = group.t, {id(n) for n in group.nexts}
-    stateful = {id(p) for p in group.prevs}
+    inside = {id(p) for p in group.prevs} | {id(x) for x in group.body}
+    step = {}       # id(old step tensor) -> its rebuilt version
+
+    def read(n):
+        if isinstance(n, Read) and id(n.tensor) in step:
+            return Read(step[id(n.tensor)], n.indices)
+        return n
     for x in group.body:
-        if id(x) in nexts or any(id(p) in stateful for p in tensor_inputs(x)):
-            stateful.add(id(x))
-    batched, step = {}, {}     # id(old) -> (new, how): for batched clones / inside the step
-    for x in group.body:
-        if id(x) not in stateful:
-            (xb,) = clone([x], batched, {}, batch=t)
-            batched[id(x)] = (xb, True)
-            step[id(x)] = (xb, t)
-            continue
-        def read(n):
-            if isinstance(n, Read) and id(n.tensor) in step:
-                new, how = step[id(n.tensor)]
-                return Read(new, ((how,) if isinstance(how, Expr) else ()) + tuple(n.indices))
-            return n
-        body = _hoist_reductions(transform(x.op.body, read), x, t, group.length,
-                                 {id(v) for v, how in step.values() if how is False}
-                                 | {id(p) for p in group.prevs})
-        if body is x.op.body:
-            step[id(x)] = (x, False)
-        else:
-            step[id(x)] = (Tensor(x.shape, x.dtype, x.name, ComputeOp(x.op.axes, body)), False)
-    return tuple(step[id(n)][0] for n in group.nexts)
+        body = _hoist_reductions(transform(x.op.body, read), x, group.t, group.length, inside)
+        step[id(x)] = x if body is x.op.body else \
+            Tensor(x.shape, x.dtype, x.name, ComputeOp(x.op.axes, body))
+        inside.add(id(step[id(x)]))
+    return tuple(step[id(n)] for n in group.nexts)
 
 
-def _hoist_reductions(e, x, t, length, stateful):
-    """`e` (the body of step tensor `x`) with each outermost hoistable reduction
-    replaced by a read of a tensor computing it for every t (see `hoist`)."""
+def _hoist_reductions(e, x, t, length, inside):
+    """`e` (the body of step tensor `x`) with each outermost reduction that reads
+    no tensor in `inside` (the prevs and the step's tensors) replaced by a read
+    of a tensor computing it for every t (see `hoist`)."""
     from .visit import children, with_children
     axes = {id(a): a for a in x.op.axes}
 
     def hoistable(r):
-        if any(id(n.tensor) in stateful for n in post_order(r) if isinstance(n, Read)):
+        if any(id(n.tensor) in inside for n in post_order(r) if isinstance(n, Read)):
             return None
         bound = {id(a) for n in post_order(r) if isinstance(n, Reduce) for a in n.axes}
         free = {id(n): n for n in post_order(r) if isinstance(n, IterVar) and id(n) not in bound}

@@ -145,26 +145,33 @@ def test_a_reduction_under_a_where_stays_in_the_step():
                                nf.evaluate(hs, dict(zip((x, w, h0), feed))), rtol=1e-12)
 
 
-def _gated(x, h0):
+def _gated(x, h0, w):
+    i = nf.reduce_axis(x.shape[1], name="i")
+
     def step(t, h):
-        a = nf.compute((4,), lambda i: nf.sigmoid(x[t, i]), name="gate")
-        return nf.compute((4,), lambda i: a[i] * h[i] + x[t, i], name="hn")
+        a = nf.compute((4,), lambda j: nf.sigmoid(nf.sum(x[t, i] * w[j, i], axis=i)),
+                       name="gate")
+        return nf.compute((4,), lambda j: a[j] * h[j] + x[t, j], name="hn")
     return nf.scan(h0, step, x.shape[0], name="sel")
 
 
-def test_a_step_tensor_without_the_state_is_one_tensor_over_t():
+def test_a_reduction_without_the_state_in_a_state_free_step_tensor_is_hoisted():
+    """The gate reads no state: its contraction leaves the loop, its sigmoid
+    (element-wise) stays in the step."""
     T = 5
-    hs = _gated(nf.placeholder((T, 4), name="x"), nf.placeholder((4,), name="h0"))
-    assert [b.name for b in hs.op.group.body] == ["hn"]
-    assert any(e.shape == (T, 4) and e.is_compute for e in hs.op.group.externals)
+    hs = _gated(*[nf.placeholder(s, name=n) for n, s in (("x", (T, 4)), ("h0", (4,)),
+                                                         ("w", (4, 4)))])
+    g = hs.op.group
+    assert sorted(b.name for b in g.body) == ["gate", "hn"] and _reduce_extents(g.body) == []
+    assert any(e.shape == (T, 4) and e.is_compute for e in g.externals)
 
-    def theirs(x, h0):
+    def theirs(x, h0, w):
         h, out = h0, []
         for t in range(T):
-            h = torch.sigmoid(x[t]) * h + x[t]
+            h = torch.sigmoid(w @ x[t]) * h + x[t]
             out.append(h)
         return torch.stack(out)
-    check(_gated, theirs, [(T, 4), (4,)])
+    check(_gated, theirs, [(T, 4), (4,), (4, 4)])
 
 
 # -- random tensors in a step -------------------------------------------------------
