@@ -17,6 +17,7 @@ the median ms/step of repeated blocks with the spread (min..max of blocks).
 
     python bench/scan.py                 # T = 16, 64, 256
     python bench/scan.py --smoke         # tiny sizes, one block (tests)
+    python bench/scan.py --profile 64    # where an nf-scan step's time goes
 """
 import argparse
 import json
@@ -30,6 +31,13 @@ VARIANTS = ["nf-scan", "nf-scan-natural", "nf-unrolled", "torch-lstm", "torch-lo
 
 
 def _nf(variant, T, B, I, H, blocks, reps):
+    trainer, feed, compile_s = _nf_trainer(variant, T, B, I, H)
+    with trainer:
+        return compile_s, _time(lambda: trainer.step(feed), blocks, reps)
+
+
+def _nf_trainer(variant, T, B, I, H):
+    """(nf.Trainer, feed, compile seconds) of a NeoFlow variant."""
     import numpy as np
     import neoflow as nf
     from neoflow.zoo.lstm_scan import lstm_layer
@@ -63,8 +71,66 @@ def _nf(variant, T, B, I, H, blocks, reps):
     t0 = time.perf_counter()
     trainer = nf.Trainer(loss, optimizer=nf.optim.SGD(lr=0.01), tuning="off")
     compile_s = time.perf_counter() - t0         # the Trainer compiles every kernel here
+    return trainer, feed, compile_s
+
+
+def profile(T, B, I, H, reps):
+    """Where an nf-scan training step's time goes (printed): the plan (segments
+    and scan loops with their kernels), per phase the median ms of `reps` runs
+    driven from Python, per step kernel the ms of one call (compiled alone,
+    random inputs) times the loop's length, the native calls of a replayed
+    step, its median ms and its minor page faults."""
+    import resource
+    import numpy as np
+    from neoflow.runtime.native import compile_kernels
+    from neoflow.schedule import default_config
+    from neoflow.te import dtype as dt
+    trainer, feed, _ = _nf_trainer("nf-scan", T, B, I, H)
     with trainer:
-        return compile_s, _time(lambda: trainer.step(feed), blocks, reps)
+        trainer.step(feed)
+        fn = trainer._backend.scan_function
+        print(f"nf-scan T={T} B={B} I={I} H={H}: {len(fn._recorded[2])} native calls "
+              "recorded, replayed as one per step")
+        phases, names = {}, {}
+
+        def timed(method):
+            def run(item, values):
+                t0 = time.perf_counter()
+                method(item, values)
+                phases.setdefault(names[id(item)], []).append(time.perf_counter() - t0)
+            return run
+        for n, (_, g, segment, step) in enumerate(fn._plan):
+            names[id(segment)] = f"segment {n} (before scan '{g.name}')"
+            names[id(g)] = f"scan '{g.name}' ({g.length} steps{', reversed' if g.reverse else ''})"
+        names[id(fn._final)] = "final segment"
+        fn._run_segment = timed(fn._run_segment)
+        scan = fn._run_scan
+        fn._run_scan = lambda g, step, values: timed(lambda g, v: scan(g, step, v))(g, values)
+        sources = fn._recorded[0]
+        for _ in range(reps):
+            fn._run(sources)
+        for name, ts in phases.items():
+            print(f"  {name:44s} {statistics.median(ts) * 1e3:9.3f} ms")
+        rng = np.random.default_rng(0)
+        for _, g, _, (step, *_) in fn._plan:
+            for k in step.kernels:
+                one = compile_kernels([k], list(k.inputs), list(k.outputs), list(k.outputs),
+                                      [default_config(k)])
+                args = [np.full(t.shape, 1, np.int64) if t.dtype == dt.INDEX else
+                        rng.normal(size=t.shape).astype(dt.to_numpy(t.dtype)) for t in k.inputs]
+                one(*args)
+                ts = []
+                for _ in range(max(3, reps)):
+                    t0 = time.perf_counter()
+                    one(*args)
+                    ts.append(time.perf_counter() - t0)
+                stages = "+".join(st.name for st in k.stages)
+                print(f"    step kernel of '{g.name}' {stages[:40]:40s} "
+                      f"{statistics.median(ts) * 1e3:8.4f} ms x {g.length}")
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        med, lo, hi = _time(lambda: trainer.step(feed), 1, reps)
+        faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / (reps + 1)
+        print(f"  replayed step {med:.3f} ms; {faults:.0f} minor page faults per step")
 
 
 def _natural_lstm(x, h0, c0, wi, wh, bi, bh):
@@ -133,9 +199,13 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--one", nargs=2, metavar=("VARIANT", "T"))
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--profile", type=int, metavar="T", help="where an nf-scan step's time goes")
     args = ap.parse_args(argv)
     B, I, H = (2, 3, 4) if args.smoke else (32, 128, 128)
     blocks, reps = (1, 1) if args.smoke else (7, 5)
+    if args.profile:
+        profile(args.profile, B, I, H, 3 if args.smoke else 15)
+        return
     if args.one:
         res = run_one(args.one[0], int(args.one[1]), B, I, H, blocks, reps)
         print(json.dumps(res))

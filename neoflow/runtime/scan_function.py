@@ -363,7 +363,7 @@ class ScanBackend:
         compiled instead)."""
         outs = self.graph.outputs
         leaves = [t for t in topo_tensors(outs) if not t.is_compute and not is_scan(t)]
-        fn = self.function(outs, leaves)
+        fn = self.scan_function = self.function(outs, leaves)   # (bench/scan.py --profile)
         sources = [views[id(t)] for t in leaves]
         targets = [(views[id(t)], id(t)) for t in outs]
         run_all = fn.replay if isinstance(fn, ScanFunction) else None
