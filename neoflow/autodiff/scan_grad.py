@@ -23,11 +23,11 @@ adjoint scan's rows).
 Hands on: contributions to the adjoints of a scan's inits and inputs, added
 to the reverse pass (reverse.py) that reached the scan.
 """
-from ..te.expr import Const, IterVar, Reduce
+from ..te.expr import Const, IterVar, Read, Reduce
 from ..te.ops import where
 from ..te.scan import clone, keep, scan
 from ..te.tensor import compute, placeholder
-from ..te.visit import post_order, tensor_inputs
+from ..te.visit import children, post_order, tensor_inputs
 
 
 def multi_grad(outputs, heads, wrts):
@@ -136,8 +136,31 @@ def _backprop(rev, group, dS):
         if value is None:
             value = clone([b], mapping, {})[0]
         mapping[id(v)] = mapping[id(b)] = (value, False)
+    same = {}       # inputs read alike (an LSTM's two biases) share one gradient tensor
     for e, d in zip(needed, clone(grads, mapping, {})):
-        _add(rev, e, d)
+        _add(rev, e, same.setdefault(_structure(d), d))
+
+
+def _structure(t):
+    """A key equal for two tensors that compute the same thing: shape, dtype and
+    body with index variables numbered by first appearance, tensors by identity."""
+    if not t.is_compute:
+        return ("leaf", id(t))
+    number = {}
+
+    def key(e):
+        if isinstance(e, IterVar):
+            return ("var", number.setdefault(id(e), len(number)), e.extent)
+        if isinstance(e, Const):
+            return ("const", e.value, e.dtype)
+        if isinstance(e, Read):
+            return ("read", id(e.tensor)) + tuple(key(i) for i in e.indices)
+        if isinstance(e, Reduce):
+            return ("reduce", e.op) + tuple(key(a) for a in e.axes) + \
+                tuple(key(c) for c in children(e))
+        fields = tuple(getattr(e, f) for f in ("op",) if hasattr(e, f))
+        return (type(e).__name__, e.dtype) + fields + tuple(key(c) for c in children(e))
+    return (t.shape, t.dtype) + tuple(key(a) for a in t.op.axes) + (key(t.op.body),)
 
 
 def _kept(group, local, per_step):

@@ -36,3 +36,12 @@ def test_forward_and_reverse_steps_fuse():
     for step in steps:
         computes = [t for t in topo_tensors(step.outputs) if t.is_compute]
         assert len(step.kernels) < len(computes), (len(step.kernels), len(computes))
+
+
+def test_inputs_read_alike_share_one_gradient():
+    """b_ih and b_hh enter the gates the same way: one reduction serves both."""
+    loss, inputs = _lstm()
+    dbi, dbh = nf.grad(loss, inputs[4:])
+    assert dbi is dbh
+    dwi, dwh = nf.grad(loss, inputs[2:4])
+    assert dwi is not dwh
