@@ -201,7 +201,7 @@ def hoist(group):
     step = {}       # id(old step tensor) -> its rebuilt version
 
     def read(n):
-        if isinstance(n, Read) and id(n.tensor) in step:
+        if isinstance(n, Read) and step.get(id(n.tensor), n.tensor) is not n.tensor:
             return Read(step[id(n.tensor)], n.indices)
         return n
     for x in group.body:
