@@ -74,7 +74,7 @@ def _check_operands(op, nd, x, w, b, groups, layout):
     return x.ndim - nd - 1
 
 
-def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
+def _conv(op, nd, x, w, b, stride, padding, dilation, groups, phase_weight=False):
     cdim = _check_operands(op, nd, x, w, b, groups, "C_out, C_in/groups")
     spatial_names = SPATIAL[nd]
     cin, cout, cin_g, ks = x.shape[cdim], w.shape[0], w.shape[1], w.shape[2:]
@@ -150,7 +150,8 @@ def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
     total = []
     y = te.compute(x.shape[:cdim] + (cout,) + tuple(out), body, name=op)
     if polyphase.eligible(stride, dilation, ks):
-        polyphase.attach(y, total[0], x, w, (cdim, stride, lo, dilation, groups, tuple(out)))
+        polyphase.attach(y, total[0], x, w, (cdim, stride, lo, dilation, groups, tuple(out)),
+                         phase_weight)
     return y
 
 
@@ -211,7 +212,7 @@ def _conv_transpose(op, nd, x, w, b, stride, padding, output_padding, groups, di
         out.append(n)
         conv_out.append((n + 2 * padding[d] - dilation[d] * (ks[d] - 1) - 1) // stride[d] + 1)
     z = te.placeholder(x.shape[:cdim] + (cout,) + tuple(out), x.dtype, name=op)
-    y = _conv(op, nd, z, w, None, stride, padding, dilation, groups)
+    y = _conv(op, nd, z, w, None, stride, padding, dilation, groups, phase_weight=True)
     head = x
     if tuple(conv_out) != sizes:    # output_padding >= stride: the conv has extra rows
         head = te.compute(y.shape, lambda *i: te.where(conjunction(

@@ -42,16 +42,19 @@ def eligible(stride, dilation, ks):
     return bool(strided) and all(dilation[d] == 1 and ks[d] >= stride[d] for d in strided)
 
 
-def attach(y, total, x, w, geometry):
+def attach(y, total, x, w, geometry, phase_weight=False):
     """Give the convolution `y` = conv(x, w), whose body holds the reduction
     `total`, its polyphase input gradient as the adjoint rule for `x`
-    through `total` (autodiff/reverse.py, `_rules`)."""
-    y.op.adjoint_rules = ((x, lambda g: input_grad(g, x, w, geometry), total),)
+    through `total` (autodiff/reverse.py, `_rules`); `phase_weight`: read
+    the weight by phase (see `input_grad`)."""
+    y.op.adjoint_rules = ((x, lambda g: input_grad(g, x, w, geometry, phase_weight), total),)
 
 
-def input_grad(g, x, w, geometry):
+def input_grad(g, x, w, geometry, phase_weight=False):
     """dx of the convolution of `x` with `w` whose output gradient is `g`;
     `geometry` is (cdim, stride, lo, dilation, groups, out) as `_conv` has it.
+    `phase_weight`: read the weight through `_phase_weight`, for a gradient
+    that is itself differentiated by the weight (conv_transpose2d's forward).
 
     >>> dx = input_grad(g, x, w, (1, (2, 2), (4, 4), (1, 1), 1, (5, 5)))   # doctest: +SKIP
     """
@@ -66,6 +69,7 @@ def input_grad(g, x, w, geometry):
               for d in range(nd)]
     taps = [-(-ks[d] // stride[d]) for d in range(nd)]
     exact = _waste(stride, lo, dilation, ks, out, a0, extent, taps) > EDGE_WASTE
+    wp = _phase_weight(w, stride, phased, taps) if phase_weight else None
     rj = te.reduce_axis(cout_g, name="rj") if cout_g > 1 else None
     rt = [te.reduce_axis(t, name=f"t{d}") if t > 1 else None for d, t in enumerate(taps)]
 
@@ -76,18 +80,16 @@ def input_grad(g, x, w, geometry):
         grp = None if groups == 1 else (ic if cin_g == 1 else ic // cin_g)
         oc = affine((grp, cout_g), (rj, 1))
         local = 0 if cin_g == 1 else (ic if groups == 1 else ic % cin_g)
-        orow, tap, guard, ranges = [], [], [], []
+        orow, guard, ranges = [], [], []
         for d in range(nd):
             s, t = stride[d], rt[d]
             if s > 1:   # P = s*(a + a0) + r, k = r + s*t, o = a + a0 - t
                 o = affine((pos[d], 1), (t, -1), const=a0[d])
-                k = affine((phase[d], 1), (t, s))
                 if t is not None and ks[d] % s:
-                    ranges.append(k <= ks[d] - 1)
+                    ranges.append(affine((phase[d], 1), (t, s)) <= ks[d] - 1)
                 first, last = a0[d] - (taps[d] - 1), a0[d] + extent[d] - 1
             else:       # P = h + lo, k = t, o = h + lo - dilation * t
                 o = affine((pos[d], 1), (t, -dilation[d]), const=lo[d])
-                k = 0 if t is None else t
                 first, last = lo[d] - dilation[d] * (ks[d] - 1), sizes[d] - 1 + lo[d]
             edge = ranges if exact else guard
             if first < 0:
@@ -95,7 +97,6 @@ def input_grad(g, x, w, geometry):
             if last > out[d] - 1:
                 edge.append(o <= out[d] - 1)
             orow.append(o)
-            tap.append(k)
         axes = [a for a in [rj] + rt if a is not None]
         if not axes:    # one tap, one channel: the edges guard the value
             guard, ranges = guard + ranges, []
@@ -103,7 +104,14 @@ def input_grad(g, x, w, geometry):
         cond = conjunction(guard)
         if cond is not None:
             value = te.where(cond, value, 0)
-        prod = value * w[(oc, local) + tuple(tap)]
+        if wp is not None:
+            weight = wp[(oc, local) + tuple(phase[d] for d in phased) +
+                        tuple(0 if t is None else t for t in rt)]
+        else:
+            weight = w[(oc, local) + tuple(
+                affine((phase[d], 1), (rt[d], stride[d])) if d in phase else
+                (0 if rt[d] is None else rt[d]) for d in range(nd))]
+        prod = value * weight
         if not axes:
             return prod
         return te.sum(prod, axis=axes, where=conjunction(ranges))
@@ -120,6 +128,29 @@ def input_grad(g, x, w, geometry):
 
     return te.compute(x.shape, gather, name=f"d{x.name}")
 
+
+
+def _phase_weight(w, stride, phased, taps):
+    """The weight by phase: wp[oc, c, r..., t...] = w[oc, c, r + s*t...] (0
+    past the kernel's end). Read through it, the phases' weight gradient is
+    a dense contraction, and the solver maps it back to the kernel's taps by
+    digits (k = r + s*t); read directly, that gradient indexes by k // s and
+    k % s, and measured 70x slower (DCGAN's transposed convolutions). Not
+    for a convolution's own input gradient: there the direct read measured
+    2-3x faster (3x3/2, 64 and 128 channels)."""
+    ks, nd = w.shape[2:], len(stride)
+
+    def body(oc, c, *idx):
+        phase = dict(zip(phased, idx[:len(phased)]))
+        t = idx[len(phased):]
+        k = [affine((phase[d], 1), (t[d], stride[d])) if d in phase else t[d]
+             for d in range(nd)]
+        edge = conjunction([k[d] <= ks[d] - 1 for d in phased if ks[d] % stride[d]])
+        value = w[(oc, c) + tuple(k)]
+        return value if edge is None else te.where(edge, value, 0)
+
+    shape = w.shape[:2] + tuple(stride[d] for d in phased) + tuple(taps)
+    return te.compute(shape, body, name=f"{w.name}_phases")
 
 
 def _waste(stride, lo, dilation, ks, out, a0, extent, taps):
