@@ -149,7 +149,7 @@ def _conv(op, nd, x, w, b, stride, padding, dilation, groups, phase_weight=False
 
     total = []
     y = te.compute(x.shape[:cdim] + (cout,) + tuple(out), body, name=op)
-    if polyphase.eligible(stride, dilation, ks):
+    if polyphase.eligible(stride, dilation, ks, cin_g == 1 and cout_g == 1, sizes[-1]):
         polyphase.attach(y, total[0], x, w, (cdim, stride, lo, dilation, groups, tuple(out)),
                          phase_weight)
     return y

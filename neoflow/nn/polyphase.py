@@ -34,12 +34,22 @@ EDGE_WASTE = 1.25   # taps multiplied by zero (edge guards in the value) per use
                     # DCGAN's 4x4/2 16->32 (1.2x): 61 ms guarded, 79 bounded, 108 the solver's
 
 
-def eligible(stride, dilation, ks):
+def eligible(stride, dilation, ks, depthwise=False, width=None):
     """Whether the split applies: some dimension is strided, each strided
     one is undilated and has at least `stride` taps (so no phase is empty;
-    a 1x1 stride-2 shortcut keeps the solver's cheap gradient)."""
+    a 1x1 stride-2 shortcut keeps the solver's cheap gradient); a depthwise
+    convolution (one channel in, one out per group) only over rows at least
+    DEPTHWISE_MIN_WIDTH wide (`width`: the input's last dimension)."""
     strided = [d for d, s in enumerate(stride) if s > 1]
+    if depthwise and width < DEPTHWISE_MIN_WIDTH:
+        return False
     return bool(strided) and all(dilation[d] == 1 and ks[d] >= stride[d] for d in strided)
+
+
+DEPTHWISE_MIN_WIDTH = 64   # measured, one thread, loaded machine, ms, solver's form -> split,
+                           # depthwise 3x3/2 dx: 24ch 112x112 217 -> 43; 96ch 56x56 78 -> 130;
+                           # 144ch 28x28 47 -> 80 (the solver's form of a narrow image gets the
+                           # channel-blocked tile, the phases, 4 taps each, do not)
 
 
 def attach(y, total, x, w, geometry, phase_weight=False):

@@ -43,6 +43,20 @@ def test_conv2d_gradients(edges, stride, padding, dilation, groups, kernel, bias
     check(lambda *a: nf.nn.conv2d(*a, **kw), lambda *a: F.conv2d(*a, **kw), shapes)
 
 
+@pytest.mark.parametrize("width", [9, 67])
+def test_depthwise(edges, width):
+    """Depthwise: split over rows at least DEPTHWISE_MIN_WIDTH wide, the
+    solver's form over narrower ones; both match torch."""
+    kw = dict(stride=2, padding=1, groups=3)
+    check(lambda x, w, b: nf.nn.conv2d(x, w, b, **kw), lambda x, w, b: F.conv2d(x, w, b, **kw),
+          [(2, 3, 7, width), (3, 1, 3, 3), (3,)])
+    x = nf.placeholder((2, 3, 7, width), name="x")
+    y = nf.nn.conv2d(x, nf.placeholder((3, 1, 3, 3), name="w"), **kw)
+    dx, = nf.grad(y, [x], head=nf.placeholder(y.shape, name="head"))
+    split = getattr(dx.op.body, "tensor", dx).name == "dx_phases"
+    assert split == (width >= polyphase.DEPTHWISE_MIN_WIDTH)
+
+
 def test_conv2d_unbatched_one_output_channel():
     check(lambda x, w: nf.nn.conv2d(x, w, stride=2, padding=1),
           lambda x, w: F.conv2d(x, w, stride=2, padding=1), [(3, 9, 8), (1, 3, 4, 4)])
