@@ -22,6 +22,13 @@ convolution's compute carries it as its adjoint rule for the input
 (autodiff/reverse.py), so a training step's strided convolutions -- and
 conv_transpose2d, which is this gradient -- get it.
 
+It lives in the operator, as its gradient rule, rather than in the
+schedule: the split changes the iteration space (phase axes, a new tap
+variable t in place of the output row), which a schedule -- tiling and
+ordering one fixed iteration space -- cannot express, and once written so
+the phases are ordinary convolutions that the default heuristic, the search
+and autodiff (conv_transpose2d's own gradients) handle with nothing new.
+
 Hands on: the rule `attach` puts on a convolution's compute.
 """
 from .. import te
@@ -32,6 +39,10 @@ EDGE_WASTE = 1.25   # taps multiplied by zero (edge guards in the value) per use
                     # loaded machine) on the CapsNet primary layer's dx (9x9/2, 20x20 -> 6x6,
                     # 2.8x waste): 448 ms bounded, 832 ms guarded, 624 ms the solver's form;
                     # DCGAN's 4x4/2 16->32 (1.2x): 61 ms guarded, 79 bounded, 108 the solver's
+DEPTHWISE_MIN_WIDTH = 64   # measured, one thread, loaded machine, ms, solver's form -> split,
+                           # depthwise 3x3/2 dx: 24ch 112x112 217 -> 43; 96ch 56x56 78 -> 130;
+                           # 144ch 28x28 47 -> 80 (the solver's form of a narrow image gets the
+                           # channel-blocked tile, the phases, 4 taps each, do not)
 
 
 def eligible(stride, dilation, ks, depthwise=False, width=None):
@@ -44,12 +55,6 @@ def eligible(stride, dilation, ks, depthwise=False, width=None):
     if depthwise and width < DEPTHWISE_MIN_WIDTH:
         return False
     return bool(strided) and all(dilation[d] == 1 and ks[d] >= stride[d] for d in strided)
-
-
-DEPTHWISE_MIN_WIDTH = 64   # measured, one thread, loaded machine, ms, solver's form -> split,
-                           # depthwise 3x3/2 dx: 24ch 112x112 217 -> 43; 96ch 56x56 78 -> 130;
-                           # 144ch 28x28 47 -> 80 (the solver's form of a narrow image gets the
-                           # channel-blocked tile, the phases, 4 taps each, do not)
 
 
 def attach(y, total, x, w, geometry, phase_weight=False):
