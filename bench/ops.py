@@ -1,8 +1,9 @@
 """NeoFlow's default schedules against PyTorch eager.
 
 Prints a markdown table: GFLOP/s for matmul and the convolutions (conv2d,
-conv3d, conv_transpose2d and its weight gradient), GB/s (input read once +
-output written once) for softmax and the elementwise chain. Each side runs
+conv3d, conv_transpose2d and its weight gradient, a strided conv's input
+gradient), GB/s (input read once + output written once) for softmax, the
+elementwise chain and max_pool2d's input gradient. Each side runs
 alone in a process of its own with its default threading (`--side neoflow`
 / `--side torch`, neoflow.zoo.solo.run_side: never beside the other's
 OpenMP pool); a figure is the median of BLOCKS blocks' medians of REPEATS
@@ -89,6 +90,49 @@ def conv_transpose2d(batch, cin, size, weight_grad=False):
             (torch.from_numpy(xv), torch.from_numpy(wv), torch.from_numpy(gv)), work, "GFLOP/s")
 
 
+def conv_input_grad(batch, cin, cout, size, kernel, padding):
+    """The input gradient of a stride-2 convolution (polyphase split,
+    nn/polyphase.py): the CapsNet primary layer (9x9, 256 channels, 20 -> 6)
+    or a ResNet downsampling 3x3."""
+    x = nf.placeholder((batch, cin, size, size), name="x")
+    w = nf.placeholder((cout, cin, kernel, kernel), name="w")
+    y = nf.nn.conv2d(x, w, stride=2, padding=padding)
+    g = nf.placeholder(y.shape, name="g")
+    dx, = nf.grad(y, [x], head=g)
+    wv, gv = rand(*w.shape), rand(*y.shape)
+    xt = torch.from_numpy(rand(*x.shape))
+
+    def torch_dx(u, h):
+        return torch.ops.aten.convolution_backward(
+            h, xt, u, None, [2, 2], [padding] * 2, [1, 1], False, [0, 0], 1,
+            [True, False, False])[0]
+    work = 2 * batch * cin * cout * kernel * kernel * y.shape[2] * y.shape[3]
+    return (f"conv2d input grad {kernel}x{kernel}/2 {cin}->{cout}ch {size}->{y.shape[2]}, "
+            f"batch {batch}", nf.build(dx, [w, g]), (wv, gv), torch_dx,
+            (torch.from_numpy(wv), torch.from_numpy(gv)), work, "GFLOP/s")
+
+
+def max_pool_grad(batch, channels, size):
+    """max_pool2d 3x3 stride 2 padding 1 (ResNet's stem) forward and input
+    gradient from the input and the output gradient, as a training step
+    needs them: NeoFlow's window maximum, first-maximum positions and
+    scatter against torch's max_pool2d_with_indices and its backward.
+    GB/s: input and output gradient read, input gradient written."""
+    x = nf.placeholder((batch, channels, size, size), name="x")
+    y = nf.nn.max_pool2d(x, 3, stride=2, padding=1)
+    g = nf.placeholder(y.shape, name="g")
+    dx, = nf.grad(y, [x], head=g)
+    xv, gv = rand(*x.shape), rand(*y.shape)
+
+    def torch_both(t, h):
+        out, idx = torch.ops.aten.max_pool2d_with_indices(t, [3, 3], [2, 2], [1, 1])
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            h, t, [3, 3], [2, 2], [1, 1], [1, 1], False, idx)
+    return (f"max_pool2d 3x3/2 pad 1 input grad {channels}ch {size}x{size}, batch {batch}",
+            nf.build(dx, [x, g]), (xv, gv), torch_both,
+            (torch.from_numpy(xv), torch.from_numpy(gv)), 2 * xv.nbytes + gv.nbytes, "GB/s")
+
+
 def softmax():
     x = nf.placeholder((4096, 1024), name="x")
     xv = rand(4096, 1024)
@@ -118,10 +162,15 @@ CASES = {"matmul": (lambda: matmul(512), lambda: matmul(1024)),
          "conv_transpose2d": (lambda: conv_transpose2d(16, 256, 8),
                               lambda: conv_transpose2d(16, 128, 16),
                               lambda: conv_transpose2d(16, 256, 8, weight_grad=True)),
+         "conv_input_grad": (lambda: conv_input_grad(16, 256, 256, 20, 9, 0),
+                             lambda: conv_input_grad(8, 64, 128, 56, 3, 1)),
+         "max_pool_grad": (lambda: max_pool_grad(8, 64, 112),),
          "softmax": (softmax,), "chain": (chain,)}
 SMOKE = {"matmul": (lambda: matmul(64),), "conv3d": (lambda: conv3d(1, 8, 3, 6),),
          "conv_transpose2d": (lambda: conv_transpose2d(2, 8, 4),
-                              lambda: conv_transpose2d(2, 8, 4, weight_grad=True))}
+                              lambda: conv_transpose2d(2, 8, 4, weight_grad=True)),
+         "conv_input_grad": (lambda: conv_input_grad(2, 8, 8, 13, 9, 0),),
+         "max_pool_grad": (lambda: max_pool_grad(2, 4, 15),)}
 
 
 def time_side(side, blocks, only, smoke=False):

@@ -106,6 +106,7 @@ def _materialise(R, conds, scope, name, lifted):
         return value if g is None else where(g, value, zero(R.dtype))
 
     L = compute(tuple(v.extent for v in own), body, name=name)
+    L.op.lifted_from = R     # an operator's adjoint rule for R follows it (reverse._rules)
     lifted.append(L)
     return L[tuple((v - v.lo) if v.lo else v for v in own)]
 

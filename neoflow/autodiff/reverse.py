@@ -9,7 +9,9 @@ adjoint (rules.py) — the index map is solved exactly (index_solve.py), so
 the sum runs over the points that really read A[a] and nothing else.
 Max/min reductions pass their adjoint to the first selected element
 (extremum.py); nested reductions are first lifted into computes of their
-own (normalize.py). Every adjoint body is simplified (te.simplify).
+own (normalize.py). An operator may bring its own adjoint for an input
+(`op.adjoint_rules`, a strided convolution's polyphase split): it replaces
+the contribution of that input's reads. Every adjoint body is simplified (te.simplify).
 
 Hands on: gradient Tensors, ordinary compute tensors.
 """
@@ -118,6 +120,35 @@ class _Contribution:
         return value if guard is None else where(guard, value, zero(value.dtype))
 
 
+def _rules(T, top, guards, lifted):
+    """{id(input): rule} for the reads of T's body that an operator's own
+    gradient replaces. `T.op.adjoint_rules` holds triples (input, rule,
+    reduction): `rule(adjoint)` is the input's gradient through that
+    reduction of T's body given the reduction's adjoint (a Tensor over T's
+    axes), e.g. a strided convolution's polyphase input gradient
+    (nn/polyphase.py). It applies where the reduction is T's whole value;
+    where normalize lifted it into a compute of its own over the same axes
+    (a bias added after the sum), that compute gets the rule."""
+    entries = getattr(T.op, "adjoint_rules", ())
+    for L in lifted:
+        mine = [(x, f) for x, f, node in entries
+                if getattr(L.op, "lifted_from", None) is node and L.ndim == T.ndim]
+        if mine:
+            L.op.adjoint_rules = tuple((x, f, L.op.body) for x, f in mine)
+    return {id(x): f for x, f, node in entries if node is top and not guards}
+
+
+class _Whole:
+    """A whole tensor shaped like A added to dA: what an adjoint rule (see
+    `_rules`) built for A, replacing the solver's contributions of its reads."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def build(self, targets):
+        return self.tensor[tuple(targets)]
+
+
 class _Reverse:
     def __init__(self, output, wrts, seed, roots=None):
         self.output, self.wrts, self.seed = output, wrts, seed
@@ -175,8 +206,13 @@ class _Reverse:
             value = T[tuple(axes)]
             value_of = (lambda n: value if n is top else n)
         summed = isinstance(top, Reduce) and top.op == "sum"
+        rules = _rules(T, top, guards, lifted) if adj.tensor is not None else {}
         for read, extra, adjoint in partials(root, adj.at(axes), value_of):
             if id(read.tensor) not in self.dep:
+                continue
+            if id(read.tensor) in rules:    # the operator's own gradient for this input
+                rule = rules.pop(id(read.tensor))
+                self.contribs.setdefault(id(read.tensor), []).append(_Whole(rule(adj.tensor)))
                 continue
             outside = summed and not extra and _outside(read, top.axes)
             factor = _factor_of(adjoint, root, top.axes) if outside else None
@@ -249,6 +285,9 @@ def _merge(contribs):
     """Merge contributions that read the same element under the same conditions."""
     structure, out, index = Structure(), [], {}
     for c in contribs:
+        if isinstance(c, _Whole):
+            out.append(c)
+            continue
         k = (tuple(id(v) for v in c.scope), tuple(structure.key(i) for i in c.indices),
              tuple(sorted(structure.key(x) for x in c.conds)))
         if k in index:

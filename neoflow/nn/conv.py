@@ -6,13 +6,16 @@ the sides where a read can fall outside the input. Size-1 reduce dimensions
 (depthwise channels, 1-wide kernels) get no reduce axis.
 
 conv_transpose2d is the input gradient of the convolution, derived by
-autodiff (see `_conv_transpose`).
+autodiff (see `_conv_transpose`). A strided convolution carries its input
+gradient split by phase into dense convolutions (polyphase.py) as the
+adjoint rule for its input.
 
 Hands on: one compute Tensor per convolution.
 """
 from .. import te
 from ..autodiff import grad
 from ..errors import NeoFlowError, ShapeError
+from . import polyphase
 from .common import affine, check_float, check_same_dtype, conjunction, int_tuple, is_int
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose2d"]
@@ -71,7 +74,7 @@ def _check_operands(op, nd, x, w, b, groups, layout):
     return x.ndim - nd - 1
 
 
-def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
+def _conv(op, nd, x, w, b, stride, padding, dilation, groups, phase_weight=False):
     cdim = _check_operands(op, nd, x, w, b, groups, "C_out, C_in/groups")
     spatial_names = SPATIAL[nd]
     cin, cout, cin_g, ks = x.shape[cdim], w.shape[0], w.shape[1], w.shape[2:]
@@ -141,9 +144,15 @@ def _conv(op, nd, x, w, b, stride, padding, dilation, groups):
                          tuple(r if r is not None else 0 for r in rk)]
         axes = [a for a in [rc] + rk if a is not None]
         acc = te.sum(prod, axis=axes) if axes else prod
+        total.append(acc)
         return acc + b[oc] if b is not None else acc
 
-    return te.compute(x.shape[:cdim] + (cout,) + tuple(out), body, name=op)
+    total = []
+    y = te.compute(x.shape[:cdim] + (cout,) + tuple(out), body, name=op)
+    if polyphase.eligible(stride, dilation, ks, cin_g == 1 and cout_g == 1, sizes[-1]):
+        polyphase.attach(y, total[0], x, w, (cdim, stride, lo, dilation, groups, tuple(out)),
+                         phase_weight)
+    return y
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
@@ -203,7 +212,7 @@ def _conv_transpose(op, nd, x, w, b, stride, padding, output_padding, groups, di
         out.append(n)
         conv_out.append((n + 2 * padding[d] - dilation[d] * (ks[d] - 1) - 1) // stride[d] + 1)
     z = te.placeholder(x.shape[:cdim] + (cout,) + tuple(out), x.dtype, name=op)
-    y = _conv(op, nd, z, w, None, stride, padding, dilation, groups)
+    y = _conv(op, nd, z, w, None, stride, padding, dilation, groups, phase_weight=True)
     head = x
     if tuple(conv_out) != sizes:    # output_padding >= stride: the conv has extra rows
         head = te.compute(y.shape, lambda *i: te.where(conjunction(

@@ -1,0 +1,186 @@
+"""The input gradient of a strided convolution, split by phase (polyphase).
+
+Derived by the index solver, dx[h] of a stride-s convolution sums over the
+output rows o with 0 <= h + pad - s*o < K: a reduction whose range moves
+with h, and taps w[h + pad - s*o] that step by s -- no operand reads
+contiguously along h, so no schedule can vectorise or block it the way it
+does a convolution. Splitting the padded input position P = h + pad by its
+phase r = P % s (P = s*a + r) makes every phase a dense convolution of the
+output gradient with the sub-kernel w[r + s*t]:
+
+    D[r, a] = sum_t g[a - t] * w[r + s*t]          (0 <= r + s*t < K)
+
+with a fixed range of about K/s taps, read g[a - t] at unit stride in a
+and guarded at the edges like a padded convolution -- or, where the
+output is small against the kernel (a 9x9 kernel over a 6x6 output) and
+the guards would multiply more zeros than EDGE_WASTE allows, with the edges
+bounding the tap loops instead (`where=`). `input_grad` builds
+this one compute, with the phases of every strided dimension as outer
+axes (the tap range's `where=` names them, which bounds its loops), and
+dx[h] = D[(h + pad) % s, (h + pad) // s - a0] as a gather after it. The
+convolution's compute carries it as its adjoint rule for the input
+(autodiff/reverse.py), so a training step's strided convolutions -- and
+conv_transpose2d, which is this gradient -- get it.
+
+It lives in the operator, as its gradient rule, rather than in the
+schedule: the split changes the iteration space (phase axes, a new tap
+variable t in place of the output row), which a schedule -- tiling and
+ordering one fixed iteration space -- cannot express, and once written so
+the phases are ordinary convolutions that the default heuristic, the search
+and autodiff (conv_transpose2d's own gradients) handle with nothing new.
+
+Hands on: the rule `attach` puts on a convolution's compute.
+"""
+from .. import te
+from .common import affine, conjunction
+
+EDGE_WASTE = 1.25   # taps multiplied by zero (edge guards in the value) per useful one above
+                    # which the edges bound the tap loops instead: measured (one thread,
+                    # loaded machine) on the CapsNet primary layer's dx (9x9/2, 20x20 -> 6x6,
+                    # 2.8x waste): 448 ms bounded, 832 ms guarded, 624 ms the solver's form;
+                    # DCGAN's 4x4/2 16->32 (1.2x): 61 ms guarded, 79 bounded, 108 the solver's
+DEPTHWISE_MIN_WIDTH = 64   # measured, one thread, loaded machine, ms, solver's form -> split,
+                           # depthwise 3x3/2 dx: 24ch 112x112 217 -> 43; 96ch 56x56 78 -> 130;
+                           # 144ch 28x28 47 -> 80 (the solver's form of a narrow image gets the
+                           # channel-blocked tile, the phases, 4 taps each, do not)
+
+
+def eligible(stride, dilation, ks, depthwise=False, width=None):
+    """Whether the split applies: some dimension is strided, each strided
+    one is undilated and has at least `stride` taps (so no phase is empty;
+    a 1x1 stride-2 shortcut keeps the solver's cheap gradient); a depthwise
+    convolution (one channel in, one out per group) only over rows at least
+    DEPTHWISE_MIN_WIDTH wide (`width`: the input's last dimension)."""
+    strided = [d for d, s in enumerate(stride) if s > 1]
+    if depthwise and width < DEPTHWISE_MIN_WIDTH:
+        return False
+    return bool(strided) and all(dilation[d] == 1 and ks[d] >= stride[d] for d in strided)
+
+
+def attach(y, total, x, w, geometry, phase_weight=False):
+    """Give the convolution `y` = conv(x, w), whose body holds the reduction
+    `total`, its polyphase input gradient as the adjoint rule for `x`
+    through `total` (autodiff/reverse.py, `_rules`); `phase_weight`: read
+    the weight by phase (see `input_grad`)."""
+    y.op.adjoint_rules = ((x, lambda g: input_grad(g, x, w, geometry, phase_weight), total),)
+
+
+def input_grad(g, x, w, geometry, phase_weight=False):
+    """dx of the convolution of `x` with `w` whose output gradient is `g`;
+    `geometry` is (cdim, stride, lo, dilation, groups, out) as `_conv` has it.
+    `phase_weight`: read the weight through `_phase_weight`, for a gradient
+    that is itself differentiated by the weight (conv_transpose2d's forward).
+
+    >>> dx = input_grad(g, x, w, (1, (2, 2), (4, 4), (1, 1), 1, (5, 5)))   # doctest: +SKIP
+    """
+    cdim, stride, lo, dilation, groups, out = geometry
+    nd = len(stride)
+    sizes, ks = x.shape[-nd:], w.shape[2:]
+    cin, cout, cin_g = x.shape[cdim], w.shape[0], w.shape[1]
+    cout_g = cout // groups
+    phased = [d for d in range(nd) if stride[d] > 1]
+    a0 = [lo[d] // stride[d] for d in range(nd)]
+    extent = [(lo[d] + sizes[d] - 1) // stride[d] - a0[d] + 1 if stride[d] > 1 else sizes[d]
+              for d in range(nd)]
+    taps = [-(-ks[d] // stride[d]) for d in range(nd)]
+    exact = _waste(stride, lo, dilation, ks, out, a0, extent, taps) > EDGE_WASTE
+    wp = _phase_weight(w, stride, phased, taps) if phase_weight else None
+    rj = te.reduce_axis(cout_g, name="rj") if cout_g > 1 else None
+    rt = [te.reduce_axis(t, name=f"t{d}") if t > 1 else None for d, t in enumerate(taps)]
+
+    def body(*idx):
+        batch, ic = idx[:cdim], idx[cdim]
+        phase = dict(zip(phased, idx[cdim + 1:cdim + 1 + len(phased)]))
+        pos = idx[cdim + 1 + len(phased):]
+        grp = None if groups == 1 else (ic if cin_g == 1 else ic // cin_g)
+        oc = affine((grp, cout_g), (rj, 1))
+        local = 0 if cin_g == 1 else (ic if groups == 1 else ic % cin_g)
+        orow, guard, ranges = [], [], []
+        for d in range(nd):
+            s, t = stride[d], rt[d]
+            if s > 1:   # P = s*(a + a0) + r, k = r + s*t, o = a + a0 - t
+                o = affine((pos[d], 1), (t, -1), const=a0[d])
+                if t is not None and ks[d] % s:
+                    ranges.append(affine((phase[d], 1), (t, s)) <= ks[d] - 1)
+                first, last = a0[d] - (taps[d] - 1), a0[d] + extent[d] - 1
+            else:       # P = h + lo, k = t, o = h + lo - dilation * t
+                o = affine((pos[d], 1), (t, -dilation[d]), const=lo[d])
+                first, last = lo[d] - dilation[d] * (ks[d] - 1), sizes[d] - 1 + lo[d]
+            edge = ranges if exact else guard
+            if first < 0:
+                edge.append(o >= 0)
+            if last > out[d] - 1:
+                edge.append(o <= out[d] - 1)
+            orow.append(o)
+        axes = [a for a in [rj] + rt if a is not None]
+        if not axes:    # one tap, one channel: the edges guard the value
+            guard, ranges = guard + ranges, []
+        value = g[tuple(batch) + (oc,) + tuple(orow)]
+        cond = conjunction(guard)
+        if cond is not None:
+            value = te.where(cond, value, 0)
+        if wp is not None:
+            weight = wp[(oc, local) + tuple(phase[d] for d in phased) +
+                        tuple(0 if t is None else t for t in rt)]
+        else:
+            weight = w[(oc, local) + tuple(
+                affine((phase[d], 1), (rt[d], stride[d])) if d in phase else
+                (0 if rt[d] is None else rt[d]) for d in range(nd))]
+        prod = value * weight
+        if not axes:
+            return prod
+        return te.sum(prod, axis=axes, where=conjunction(ranges))
+
+    shape = x.shape[:cdim] + (cin,) + tuple(stride[d] for d in phased) + tuple(extent)
+    D = te.compute(shape, body, name=f"d{x.name}_phases")
+
+    def gather(*idx):
+        batch, ic, h = idx[:cdim], idx[cdim], idx[cdim + 1:]
+        phase = [(h[d] + lo[d]) % stride[d] for d in phased]
+        pos = [(h[d] + lo[d]) // stride[d] - a0[d] if stride[d] > 1 else h[d]
+               for d in range(nd)]
+        return D[tuple(batch) + (ic,) + tuple(phase) + tuple(pos)]
+
+    return te.compute(x.shape, gather, name=f"d{x.name}")
+
+
+
+def _phase_weight(w, stride, phased, taps):
+    """The weight by phase: wp[oc, c, r..., t...] = w[oc, c, r + s*t...] (0
+    past the kernel's end). Read through it, the phases' weight gradient is
+    a dense contraction, and the solver maps it back to the kernel's taps by
+    digits (k = r + s*t); read directly, that gradient indexes by k // s and
+    k % s, and measured 70x slower (DCGAN's transposed convolutions). Not
+    for a convolution's own input gradient: there the direct read measured
+    2-3x faster (3x3/2, 64 and 128 channels)."""
+    ks, nd = w.shape[2:], len(stride)
+
+    def body(oc, c, *idx):
+        phase = dict(zip(phased, idx[:len(phased)]))
+        t = idx[len(phased):]
+        k = [affine((phase[d], 1), (t[d], stride[d])) if d in phase else t[d]
+             for d in range(nd)]
+        edge = conjunction([k[d] <= ks[d] - 1 for d in phased if ks[d] % stride[d]])
+        value = w[(oc, c) + tuple(k)]
+        return value if edge is None else te.where(edge, value, 0)
+
+    shape = w.shape[:2] + tuple(stride[d] for d in phased) + tuple(taps)
+    return te.compute(shape, body, name=f"{w.name}_phases")
+
+
+def _waste(stride, lo, dilation, ks, out, a0, extent, taps):
+    """Taps the guarded form multiplies per tap that reads the output
+    gradient (counted per dimension, multiplied)."""
+    ratio = 1.0
+    for d, s in enumerate(stride):
+        done = useful = 0
+        for r in range(s):
+            for a in range(extent[d]):
+                for t in range(taps[d]):
+                    if s > 1 and r + s * t >= ks[d]:
+                        continue
+                    o = a + a0[d] - t if s > 1 else a + lo[d] - dilation[d] * t
+                    done += 1
+                    useful += 0 <= o < out[d]
+        ratio *= done / max(useful, 1)
+    return ratio
