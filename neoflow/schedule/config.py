@@ -254,7 +254,7 @@ def compute_at_problem(stages, configs, n, inputs):
     rows = group[0].spatial[0].extent
     if group[-1].spatial[0].extent != rows:
         return f"its first axis has {group[-1].spatial[0].extent} points, the previous {rows}"
-    shared = {id(st.tensor): st.tensor.name for st in group}
+    shared = {id(st.source): st.source.name for st in group}
     shared.update({id(t): t.name for t in inputs if t.ndim and t.shape[0] == rows})
     for st in group:
         row = st.spatial[0]

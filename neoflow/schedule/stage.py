@@ -9,15 +9,26 @@ accumulator. Every other reduction (the sum in softmax written as
 `e[i, j] / sum_r e[i, r]`, reductions inside reductions) is computed into
 a scalar where the loops it depends on are bound.
 
+A stage whose main reduction reads through flattened indices (`n // T`,
+`n % T`: attention's `qkv[b * T + i, h * hd + e]`, differentiated) is seen
+through its delinearised view (schedule/delinearize.py): `Stage.tensor` is
+then a tensor of the same name, dtype and memory layout over the split
+axes, and `Stage.source` the kernel's own tensor, the one stored to.
+
 Hands on: `Stage` records for configs, the default heuristic, the config
 space and lowering.
 """
 import math
+import weakref
 
 from ..te.arith import Linear, conjuncts, free_vars, interval, linear_form, negate
+from ..te.divmod import divmod_count
 from ..te.expr import Const, Read, Reduce, Select
 from ..te.visit import children, reads
 from .bounds import nonnegative_forms
+from .delinearize import delinearized
+
+MIN_INNER_LAST = 8   # points the inner part of a split last axis needs (a vector of them)
 
 
 class Stage:
@@ -26,10 +37,13 @@ class Stage:
     >>> st = Stage(C)            # C[i, j] = sum_k A[i, k] * B[k, j]
     >>> st.axis_names, st.extent("r0")
     (['s0', 's1', 'r0'], 64)
+
+    `delinearize=False` sees `tensor` as it is, never through its view.
     """
 
-    def __init__(self, tensor):
-        self.tensor = tensor
+    def __init__(self, tensor, delinearize=True):
+        self.source = tensor
+        self.tensor = tensor = scheduled_view(tensor) if delinearize else tensor
         self.spatial = tuple(tensor.op.axes)
         self.reduction, self.context = _main_reduction(tensor)
         self.reduce_axes = tuple(self.reduction.axes) if self.reduction is not None else ()
@@ -76,6 +90,44 @@ class Stage:
         if self._paddable is None:
             self._paddable = _paddable(self)
         return self._paddable
+
+
+_views = weakref.WeakKeyDictionary()   # compute -> the tensor its Stage schedules
+
+
+def scheduled_view(tensor):
+    """The tensor a Stage of `tensor` schedules: its delinearised view
+    (schedule/delinearize.py) when that makes the main reduction read
+    through fewer `//` and `%`, keeps every packable operand packable and
+    leaves at least MIN_INNER_LAST points in the inner part of a split last
+    axis; else `tensor` itself.
+
+    >>> scheduled_view(dq).shape      # dq (512, 128) read as dq[n // 64, c // 32, ...]
+    (8, 64, 4, 32)
+    """
+    if not tensor.is_compute:
+        return tensor
+    hit = _views.get(tensor)
+    if hit is None:
+        hit = _views[tensor] = _choose_view(tensor)
+    return hit
+
+
+def _choose_view(tensor):
+    view = delinearized(tensor)
+    if view is None:
+        return tensor
+    plain, split = Stage(tensor, False), Stage(view, False)
+    if plain.reduction is None or split.reduction is None:
+        return tensor
+    if divmod_count(split.reduction.body) >= divmod_count(plain.reduction.body):
+        return tensor
+    if not {id(t) for t, _, _ in plain.packable} <= {id(t) for t, _, _ in split.packable}:
+        return tensor
+    last = tensor.shape[-1] if tensor.shape else 1
+    if view.shape[-1] != last and view.shape[-1] < MIN_INNER_LAST:
+        return tensor
+    return view
 
 
 def _packable(st):
