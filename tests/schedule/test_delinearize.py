@@ -3,6 +3,7 @@ are split into their parts (the reads affine again), `//` and `%` fold
 where the ranges decide them, and every schedule of such a stage --
 the default and random ones -- agrees with nf.evaluate."""
 import itertools
+import random
 
 import numpy as np
 import pytest
@@ -10,10 +11,11 @@ import pytest
 import neoflow as nf
 from neoflow.graph import kernels_for
 from neoflow.runtime.native import compile_kernels
-from neoflow.schedule import Stage, default_config, sample_config
+from neoflow.schedule import Config, ConfigError, Stage, default_config, sample_config
 from neoflow.schedule.delinearize import delinearized
 from neoflow.te.divmod import affine_comparison, divmod_count, fold_divmod
-from neoflow.te.visit import post_order, reads
+from neoflow.te.visit import post_order
+from neoflow.tune.search import mutate_stage
 
 RNG = np.random.default_rng(11)
 
@@ -150,3 +152,21 @@ def test_default_and_random_schedules_agree_with_the_reference(case):
         f = compile_kernels([kernel], inputs, [t], [t], [config])
         np.testing.assert_allclose(f(*values)[0], want, rtol=1e-10, atol=1e-12,
                                    err_msg=config.to_json())
+
+
+def test_the_tuners_mutations_of_a_view_agree_with_the_reference():
+    t, inputs = attention_grad_piece(B=2, T=6, H=2, hd=8, offset=3, dtype="float32")
+    kernel = kernels_for([t])[-1]
+    st = Stage(t)
+    values = [RNG.standard_normal(p.shape).astype(np.float32) for p in inputs]
+    want = nf.evaluate(t, dict(zip(inputs, values)))
+    sc, tried, rng = default_config(kernel).stages[0], 0, random.Random(3)
+    while tried < 5:
+        try:
+            sc = mutate_stage(st, sc, rng, 8)
+        except ConfigError:
+            continue
+        tried += 1
+        f = compile_kernels([kernel], inputs, [t], [t], [Config([sc])])
+        np.testing.assert_allclose(f(*values)[0], want, rtol=1e-4, atol=1e-5,
+                                   err_msg=sc.to_dict())
