@@ -107,26 +107,26 @@ def scheduled_view(tensor):
     """
     if not tensor.is_compute:
         return tensor
-    hit = _views.get(tensor)
-    if hit is None:
-        hit = _views[tensor] = _choose_view(tensor)
-    return hit
+    if tensor not in _views:     # None for no view: a value must not hold its key alive
+        _views[tensor] = _choose_view(tensor)
+    return _views[tensor] or tensor
 
 
 def _choose_view(tensor):
+    """The view `scheduled_view` takes, or None."""
     view = delinearized(tensor)
     if view is None:
-        return tensor
+        return None
     plain, split = Stage(tensor, False), Stage(view, False)
     if plain.reduction is None or split.reduction is None:
-        return tensor
+        return None
     if divmod_count(split.reduction.body) >= divmod_count(plain.reduction.body):
-        return tensor
+        return None
     if not {id(t) for t, _, _ in plain.packable} <= {id(t) for t, _, _ in split.packable}:
-        return tensor
+        return None
     last = tensor.shape[-1] if tensor.shape else 1
     if view.shape[-1] != last and view.shape[-1] < MIN_INNER_LAST:
-        return tensor
+        return None
     return view
 
 
