@@ -170,3 +170,14 @@ def test_the_tuners_mutations_of_a_view_agree_with_the_reference():
         f = compile_kernels([kernel], inputs, [t], [t], [Config([sc])])
         np.testing.assert_allclose(f(*values)[0], want, rtol=1e-4, atol=1e-5,
                                    err_msg=sc.to_dict())
+
+
+def test_a_view_on_the_gpu_backend_agrees_with_the_reference():
+    pytest.importorskip("triton", reason="target='cuda' needs triton (the gpu extra)")
+    torch = pytest.importorskip("torch", reason="target='cuda' takes torch tensors")
+    t, inputs = attention_grad_piece(dtype="float32")
+    assert Stage(t).tensor is not t
+    values = [RNG.standard_normal(p.shape).astype(np.float32) for p in inputs]
+    got = nf.build(t, inputs, target="cuda")(*[torch.from_numpy(v) for v in values])
+    np.testing.assert_allclose(np.asarray(got.cpu()), nf.evaluate(t, dict(zip(inputs, values))),
+                               rtol=1e-5, atol=1e-5)
