@@ -67,6 +67,7 @@ from ..errors import NeoFlowError
 from ..te.arith import free_vars
 from ..te.expr import Reduce
 from ..te.visit import post_order, reads
+from .delinearize import alias_source
 from .stage import Stage
 
 MAX_FACTORS = 3          # a split makes at most 4 loops per axis
@@ -259,7 +260,8 @@ def compute_at_problem(stages, configs, n, inputs):
     for st in group:
         row = st.spatial[0]
         for r in reads(st.tensor.op.body):
-            if id(r.tensor) in shared and r.indices[0] is not row:
+            if id(alias_source(r.tensor)) in shared and (
+                    r.tensor is not alias_source(r.tensor) or r.indices[0] is not row):
                 return (f"stage '{st.tensor.name}' reads '{r.tensor.name}' at another row "
                         f"than its own")
         for e in post_order(st.tensor.op.body):

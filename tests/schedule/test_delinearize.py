@@ -14,7 +14,7 @@ from neoflow.runtime.native import compile_kernels
 from neoflow.schedule import Config, ConfigError, Stage, default_config, sample_config
 from neoflow.schedule.delinearize import delinearized
 from neoflow.te.divmod import affine_comparison, divmod_count, fold_divmod
-from neoflow.te.visit import post_order
+from neoflow.te.visit import post_order, reads
 from neoflow.tune.search import mutate_stage
 
 RNG = np.random.default_rng(11)
@@ -181,3 +181,49 @@ def test_a_view_on_the_gpu_backend_agrees_with_the_reference():
     got = nf.build(t, inputs, target="cuda")(*[torch.from_numpy(v) for v in values])
     np.testing.assert_allclose(np.asarray(got.cpu()), nf.evaluate(t, dict(zip(inputs, values))),
                                rtol=1e-5, atol=1e-5)
+
+
+# -- reads through reshaped aliases ----------------------------------------------------
+
+def scores(B=3, T=9, H=2, hd=8, dtype="float64"):
+    """q . k^T straight from a flattened fused projection:
+    s[b, h, i, j] = sum_e qkv[b * T + i, h * hd + e] * qkv[b * T + j, H * hd + h * hd + e]."""
+    qkv = nf.placeholder((B * T, 2 * H * hd), dtype, name="qkv")
+    e = nf.reduce_axis(hd, name="e")
+    return nf.compute((B, H, T, T), lambda b, h, i, j: nf.sum(
+        qkv[b * T + i, h * hd + e] * qkv[b * T + j, H * hd + h * hd + e], axis=e),
+        name="scores"), [qkv]
+
+
+def test_a_flattened_read_is_seen_reshaped_and_packed_along_the_rows():
+    from neoflow.schedule.delinearize import alias_source
+    t, (qkv,) = scores(T=64, hd=32)
+    st = Stage(t)
+    assert st.tensor is not t and st.tensor.shape == t.shape
+    aliases = {r.tensor for r in reads(st.tensor.op.body)}
+    assert all(alias_source(a) is qkv and a.shape == (3, 64, 4, 32) for a in aliases)
+    along = {a: n for n, (_, a, _) in enumerate(st.packable)}
+    assert "s3" in along                                  # k along j, the output's last axis
+    sc = default_config(kernels_for([t])[-1]).stages[0]
+    assert sc.pack == [along["s3"]] and sc.vectorize == "s3" and sc.cache_write
+
+
+def test_reshaped_reads_and_random_schedules_agree_with_the_reference():
+    t, inputs = scores()
+    assert Stage(t).tensor is not t
+    kernel = kernels_for([t])[-1]
+    values = [RNG.standard_normal(p.shape) for p in inputs]
+    want = nf.evaluate(t, dict(zip(inputs, values)))
+    for config in [default_config(kernel)] + [sample_config(kernel, s) for s in range(6)]:
+        f = compile_kernels([kernel], inputs, [t], [t], [config])
+        np.testing.assert_allclose(f(*values)[0], want, rtol=1e-10, atol=1e-12,
+                                   err_msg=config.to_json())
+
+
+def test_a_matmul_that_streams_keeps_its_reads():
+    # dense's B[k, j] streams along j: no reshaped alias, even with a flattened row read
+    x = nf.placeholder((12, 8), name="x")
+    w = nf.placeholder((8, 16), name="w")
+    k = nf.reduce_axis(8, name="k")
+    t = nf.compute((3, 4, 16), lambda b, i, j: nf.sum(x[b * 4 + i, k] * w[k, j], axis=k), name="t")
+    assert Stage(t).tensor is t
