@@ -13,7 +13,9 @@ the simplifier, assuming finite values where a product with 0 is dropped):
   is one reduction doing two products per step;
 * index-set splitting: a compute whose body adds terms guarded by intervals
   of one output axis -- the gradient of a weight read in column blocks,
-  `where(j < 128, sum(...), 0) + where(j >= 128, sum(...), 0)` -- is computed
+  `where(j < 128, sum(...), 0) + where(j >= 128, sum(...), 0)`, or with the
+  bounds on a quotient (`(j - 128) // 32 >= 0`, attention's q/k/v columns
+  side by side in one projection, differentiated) -- is computed
   as one compute per interval, free of the guards, and stitched back by an
   injective concatenation that fusion inlines into its readers;
 * hoisting: when a body still adds several reductions over the whole output
@@ -26,6 +28,7 @@ Hands on: the rewritten outputs and {id(original): rewritten} (`split_stages`).
 import math
 
 from ..te.arith import conjuncts, free_vars, linear_form
+from ..te.divmod import affine_comparison
 from ..te.expr import Binary, Cast, Const, Read, Reduce, Select, Unary
 from ..te.simplify import merge_sums, simplify
 from ..te.tensor import ComputeOp, Tensor, compute
@@ -88,6 +91,7 @@ def _guard_bounds(cond, axis):
     conjunction of bounds on `axis` alone; else None."""
     lo, hi = axis.lo, axis.hi - 1
     for part in conjuncts(cond):
+        part = affine_comparison(part)      # (j - 128) // 32 >= 0: j - 128 >= 0
         if not isinstance(part, Binary) or part.op not in ("le", "lt", "ge", "gt"):
             return None
         diff = _difference(part)

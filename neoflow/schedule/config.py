@@ -67,6 +67,7 @@ from ..errors import NeoFlowError
 from ..te.arith import free_vars
 from ..te.expr import Reduce
 from ..te.visit import post_order, reads
+from .delinearize import alias_source
 from .stage import Stage
 
 MAX_FACTORS = 3          # a split makes at most 4 loops per axis
@@ -254,12 +255,13 @@ def compute_at_problem(stages, configs, n, inputs):
     rows = group[0].spatial[0].extent
     if group[-1].spatial[0].extent != rows:
         return f"its first axis has {group[-1].spatial[0].extent} points, the previous {rows}"
-    shared = {id(st.tensor): st.tensor.name for st in group}
+    shared = {id(st.source): st.source.name for st in group}
     shared.update({id(t): t.name for t in inputs if t.ndim and t.shape[0] == rows})
     for st in group:
         row = st.spatial[0]
         for r in reads(st.tensor.op.body):
-            if id(r.tensor) in shared and r.indices[0] is not row:
+            if id(alias_source(r.tensor)) in shared and (
+                    r.tensor is not alias_source(r.tensor) or r.indices[0] is not row):
                 return (f"stage '{st.tensor.name}' reads '{r.tensor.name}' at another row "
                         f"than its own")
         for e in post_order(st.tensor.op.body):

@@ -15,6 +15,9 @@ Per stage:
   serve many rows over a long reduction, it is packed first (GEMM's B),
   and so is the operand the rows read (GEMM's A) when its panels serve
   several tiles;
+* a reduction read through flattened indices (`qkv[b * T + i, h * hd + e]`),
+  seen through its delinearised view (schedule/delinearize.py): a batched
+  contraction, register-blocked the same way along its contiguous axis;
 * a reduction that no operand reads contiguously along its last output axis
   (dense's x[b, k] * W[j, k]): the same register blocking, with the
   operands indexed by that axis packed into panels along it first;
@@ -202,7 +205,7 @@ def _stage_default(st):
         sc = _elementwise(st)
     else:
         v = _vector_axis(st)
-        channels = _channel_panel(st, v, lanes)
+        channels = None if _flattened_contraction(st, v) else _channel_panel(st, v, lanes)
         transposed = _transposed_panel(st, lanes) if v is None else None
         if channels is not None:
             sc = _channel_blocked(st, channels, lanes)
@@ -216,6 +219,15 @@ def _stage_default(st):
     if work < parallel_min_work():
         sc.parallel = 0
     return sc
+
+
+def _flattened_contraction(st, v):
+    """Whether `st` is a reduction seen through its delinearised view
+    (schedule/stage.py) with a contiguous last axis `v`: a batched
+    contraction (attention's d(qkv) per head), register-blocked along v like
+    a matmul -- not channel-blocked, which its batch axes (often a multiple
+    of two vectors) would otherwise invite."""
+    return v is not None and st.tensor is not st.source
 
 
 def _point_cost(st):

@@ -47,10 +47,11 @@ import numpy as np
 from ..te import dtype as dt
 from ..te.arith import conjuncts, free_vars, interval, negate
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
-from ..te.visit import children, with_children
+from ..te.visit import children, reads, with_children
 from .accumulate import blocked_sums
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
 from .config import ConfigError, accumulator_levels, level_extents, level_names, validate
+from .delinearize import alias_source
 from .loop_ir import (Allocate, Buffer, Check, CDiv, CopyTransposed, For, IfThenElse,
                       KernelFunc, Let, Load, Program, Seq, Site, Store, Var, map_stmt, nodes)
 from .loop_fusion import fuse_loops
@@ -374,6 +375,9 @@ class _StageLowering:
         self.origins = origins or {}   # (tensor, dim) -> computes inlined here that read it
         self.buffers, self.sites = buffers, sites
         self.out = buffers[id(tensor)]
+        for r in reads(self.st.tensor.op.body):   # inputs read through a reshaped alias
+            if id(r.tensor) not in buffers:
+                buffers[id(r.tensor)] = buffers[id(alias_source(r.tensor))]
         self.axes = {a: _Axis(a, self.st.axis(a), sc.tile[a]) for a in self.st.axis_names}
         self.memo, self.negations, self.known = {}, {}, {}
         self.packs = {}   # id(tensor) -> (axis, dimension, panel width, panel buffer)

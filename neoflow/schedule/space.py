@@ -9,6 +9,10 @@ copied into panels (and which paddable ones zero-padded) first, and --
 across stages, when sampling -- whether a stage is computed at the one
 before it (where that is legal).
 
+A stage read through flattened indices is seen through its delinearised
+view (schedule/stage.py): its split axes are tiled, ordered and vectorised
+like any others.
+
 Hands on: `Config`s that `validate` accepts.
 """
 import itertools

@@ -9,15 +9,28 @@ accumulator. Every other reduction (the sum in softmax written as
 `e[i, j] / sum_r e[i, r]`, reductions inside reductions) is computed into
 a scalar where the loops it depends on are bound.
 
+A stage whose main reduction reads through flattened indices (`n // T`,
+`n % T`: attention's `qkv[b * T + i, h * hd + e]`, differentiated) is seen
+through its delinearised view (schedule/delinearize.py): `Stage.tensor` is
+then a tensor of the same name, dtype and memory layout over the split
+axes, and `Stage.source` the kernel's own tensor, the one stored to. Its
+body may read an input through a reshaped alias (`qkv[b * T + j, c]` as
+qkv3[b, j, c], packable along j; `delinearize.alias_source` names the input).
+
 Hands on: `Stage` records for configs, the default heuristic, the config
 space and lowering.
 """
 import math
+import weakref
 
 from ..te.arith import Linear, conjuncts, free_vars, interval, linear_form, negate
+from ..te.divmod import divmod_count
 from ..te.expr import Const, Read, Reduce, Select
 from ..te.visit import children, reads
 from .bounds import nonnegative_forms
+from .delinearize import alias_source, delinearized
+
+MIN_INNER_LAST = 8   # points the inner part of a split last axis needs (a vector of them)
 
 
 class Stage:
@@ -26,10 +39,13 @@ class Stage:
     >>> st = Stage(C)            # C[i, j] = sum_k A[i, k] * B[k, j]
     >>> st.axis_names, st.extent("r0")
     (['s0', 's1', 'r0'], 64)
+
+    `delinearize=False` sees `tensor` as it is, never through its view.
     """
 
-    def __init__(self, tensor):
-        self.tensor = tensor
+    def __init__(self, tensor, delinearize=True):
+        self.source = tensor
+        self.tensor = tensor = scheduled_view(tensor) if delinearize else tensor
         self.spatial = tuple(tensor.op.axes)
         self.reduction, self.context = _main_reduction(tensor)
         self.reduce_axes = tuple(self.reduction.axes) if self.reduction is not None else ()
@@ -78,6 +94,67 @@ class Stage:
         return self._paddable
 
 
+_views = weakref.WeakKeyDictionary()   # compute -> the tensor its Stage schedules
+
+
+def scheduled_view(tensor):
+    """The tensor a Stage of `tensor` schedules: its delinearised view
+    (schedule/delinearize.py) -- with reshaped reads when no operand
+    streams along the last axis and that makes one packable along it
+    (q . k^T) -- when that makes the main reduction read through fewer `//`
+    and `%` or more operands packable, keeps every packable operand packable and
+    leaves at least MIN_INNER_LAST points in the inner part of a split last
+    axis; else `tensor` itself.
+
+    >>> scheduled_view(dq).shape      # dq (512, 128) read as dq[n // 64, c // 32, ...]
+    (8, 64, 4, 32)
+    """
+    if not tensor.is_compute:
+        return tensor
+    if tensor not in _views:     # None for no view: a value must not hold its key alive
+        _views[tensor] = _choose_view(tensor)
+    return _views[tensor] or tensor
+
+
+def _choose_view(tensor):
+    """The view `scheduled_view` takes, or None."""
+    view = delinearized(tensor)
+    seen = Stage(view or tensor, False)
+    if seen.reduction is not None and not _streams_along_last(seen):
+        reshaped = delinearized(tensor, reshape=True)   # q . k^T: k packable along its rows?
+        last = f"s{len(seen.spatial) - 1}"
+        if reshaped is not None and any(a == last for _, a, _ in Stage(reshaped, False).packable):
+            view = reshaped
+    if view is None:
+        return None
+    plain, split = Stage(tensor, False), Stage(view, False)
+    if plain.reduction is None or split.reduction is None:
+        return None
+    packable = {id(t) for t, _, _ in plain.packable}
+    now = {id(alias_source(t)) for t, _, _ in split.packable}
+    if not packable <= now:
+        return None
+    if divmod_count(split.reduction.body) >= divmod_count(plain.reduction.body) and \
+            packable == now:
+        return None
+    last = tensor.shape[-1] if tensor.shape else 1
+    if view.shape[-1] != last and view.shape[-1] < MIN_INNER_LAST:
+        return None
+    return view
+
+
+def _streams_along_last(st):
+    """Whether a read in the main reduction of Stage `st` steps by 1 with its
+    last spatial axis in its last index (a matmul's B[k, j] along j)."""
+    if not st.spatial:
+        return False
+    for r in reads(st.reduction.body):
+        form = linear_form(r.indices[-1]) if r.indices else None
+        if form is not None and form.terms.get(st.spatial[-1]) == 1:
+            return True
+    return False
+
+
 def _packable(st):
     if st.reduction is None:
         return []
@@ -87,8 +164,10 @@ def _packable(st):
         by_tensor.setdefault(id(r.tensor), (r.tensor, []))[1].append(r)
     spatial = {id(v): f"s{d}" for d, v in enumerate(st.spatial)}
     out = []
+    last = f"s{len(st.spatial) - 1}"
     for tensor, rs in by_tensor.values():
-        places = {_pack_place(r, spatial) if id(r) in inside else None for r in rs}
+        prefer = last if tensor is not alias_source(tensor) else None
+        places = {_pack_place(r, spatial, prefer) if id(r) in inside else None for r in rs}
         if tensor.ndim >= 2 and len(places) == 1 and None not in places:
             axis, dim = places.pop()
             out.append((tensor, axis, dim))
@@ -160,7 +239,7 @@ def _pads(cond, read):
     return pads if any(b or a for b, a in pads) else None
 
 
-def _pack_place(read, spatial):
+def _pack_place(read, spatial, prefer=None):
     """(axis name, dimension) of the first index of `read` that is exactly a
     spatial axis no other index uses (a capsule weight W[o, c, r, s, k, j]:
     o), all indices affine; else None."""
@@ -174,7 +253,8 @@ def _pack_place(read, spatial):
             if coef == 1 and id(var) in spatial and not any(
                     var in g.terms for n, g in enumerate(forms) if n != d):
                 found.append((spatial[id(var)], d))
-    return found[0] if found else None
+    preferred = [f for f in found if f[0] == prefer]
+    return (preferred or found or [None])[0]
 
 
 def _main_reduction(tensor):
