@@ -215,7 +215,7 @@ def main(argv=None):
     rows = []
     for name, (rate, low, high, unit) in ours.items():
         t_rate, t_low, t_high, _ = theirs[name]
-        rows.append((name, f"{rate:.1f}", f"{t_rate:.1f}", unit, f"{rate / t_rate:.3g}"))
+        rows.append((name, f"{rate:.3g}", f"{t_rate:.3g}", unit, f"{rate / t_rate:.3g}"))
         print(f"| {name} | {rate:.1f} ({low:.1f}-{high:.1f}) | {t_rate:.1f} ({t_low:.1f}-"
               f"{t_high:.1f}) | {unit} | {rate / t_rate:.3g} |")
     return rows
