@@ -130,12 +130,33 @@ def _same(a, b):
 
 
 def _trips(loop, known):
+    """An upper bound of `loop`'s trip count, or None when the analysis has none.
+
+    A clipped window loop, `for (v = max(0, f(o)); v < min(16, g(o)); ...)`,
+    is bounded by its bounds' outer sides (16 - 0) even where f and g read
+    values the analysis cannot size (a Let of a divided index)."""
     if id(loop.var) in known:
         return known[id(loop.var)]
     if isinstance(loop.begin, Const) and isinstance(loop.end, Const):
         return max(0, loop.end.value - loop.begin.value)
     span = interval(Binary("sub", loop.end, loop.begin, dt.INDEX))
+    if span is None:
+        hi, lo = _side(loop.end, 1), _side(loop.begin, 0)
+        span = None if hi is None or lo is None else (None, hi - lo)
     return None if span is None or span[1] > _MANY else max(0, span[1])
+
+
+def _side(e, upper):
+    """The upper (`upper` = 1) or lower (0) bound of integer `e`, or None: one
+    known operand bounds a min from above and a max from below."""
+    if isinstance(e, Binary) and e.op in ("min", "max"):
+        a, b = _side(e.a, upper), _side(e.b, upper)
+        if (e.op == "min") == bool(upper):     # the side either operand bounds
+            known = [v for v in (a, b) if v is not None]
+            return (min if upper else max)(known) if known else None
+        return None if a is None or b is None else (max if upper else min)(a, b)
+    span = interval(e)
+    return None if span is None else span[upper]
 
 
 class _Rewrite:

@@ -77,3 +77,26 @@ def test_a_loop_whose_trip_count_is_unknown_is_never_cut():
     xv = np.random.default_rng(0).standard_normal((2, 16, 5, 5)).astype(np.float32)
     wv = np.random.default_rng(1).standard_normal((16, 8, 4, 4)).astype(np.float32)
     np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4, atol=1e-4)
+
+
+def test_a_clipped_window_loop_is_bounded_by_its_outer_sides_and_cut():
+    # a strided, padded conv's weight gradient sums over batch x clipped window
+    # loops (max(0, ..) .. min(16, ..) of a divided index): 16 x 16 x 16 terms
+    # per weight, which used to be one sequence (2.5x torch's error here)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 3, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((32, 3, 4, 4)) * 0.1).astype(np.float32)
+    dy = rng.standard_normal((16, 32, 16, 16)).astype(np.float32)
+    px, pw = nf.placeholder(x.shape, name="x"), nf.parameter(w.shape, name="w")
+    pdy = nf.placeholder(dy.shape, name="dy")
+    (gw,) = nf.grad(nf.nn.sum(nf.nn.conv2d(px, pw, stride=2, padding=1) * pdy), [pw])
+    got = np.asarray(nf.build(gw, [px, pw, pdy], database=False)(x, w, dy), dtype=np.float64)
+
+    def torch_grad(dtype):
+        tw = torch.from_numpy(w).to(dtype).requires_grad_()
+        y = torch.nn.functional.conv2d(torch.from_numpy(x).to(dtype), tw, stride=2, padding=1)
+        (y * torch.from_numpy(dy).to(dtype)).sum().backward()
+        return tw.grad.double().numpy()
+
+    exact, theirs = torch_grad(torch.float64), torch_grad(torch.float32)
+    assert np.abs(got - exact).max() <= 2 * np.abs(theirs - exact).max()
