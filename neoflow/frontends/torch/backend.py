@@ -19,6 +19,7 @@ import threading
 import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
@@ -27,7 +28,7 @@ from ...errors import NeoFlowError
 from ...te import placeholder
 from ...te.tensor import Tensor
 from .convert import te_dtype, to_array, to_torch
-from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported
+from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported, folded_operands
 from .report import CompiledModel, GraphRecord, node_flops, op_name
 
 _TUNING = ("off", "background", "ahead")
@@ -71,6 +72,7 @@ def neoflow_backend(gm, example_inputs, options=None):
 
     return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                         inference_compiler=compiler("inference"),
+                        partition_fn=min_cut_rematerialization_partition,
                         decompositions=DECOMPOSITIONS)(gm, example_inputs)
 
 
@@ -110,7 +112,9 @@ def lower_node(node, env):
         raise Unsupported("symbolic, empty or non-CPU result")
     args = torch.fx.node.map_arg(node.args, lambda n: env[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-    result = entry(Context(out, _fake(node.args), node.name), *args, **kwargs)
+    fold = frozenset(id(env[n]) for n in folded_operands(node)
+                     if isinstance(env.get(n), Tensor) and env[n].is_compute)
+    result = entry(Context(out, _fake(node.args), node.name, fold), *args, **kwargs)
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     if len(results) != len(outs):
         raise Unsupported(f"lowering made {len(results)} results for {len(outs)}")
@@ -153,6 +157,55 @@ class _Support(OperatorSupportBase):
         return node.op == "call_function" and self.reasons.get(node) is None
 
 
+# --- views leaving NeoFlow are taken in PyTorch -----------------------------------------------
+TORCH_VIEW = "a view of a NeoFlow result or an input, taken in PyTorch (zero-copy)"
+_SPLITS = frozenset({torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default})
+
+
+def _is_view(node):
+    """Whether fx node `node` is a view op (or an item of a split)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return _is_view(node.args[0]) and node.args[0].target in _SPLITS
+    return node.target in VIEWS
+
+
+def take_views_in_torch(fx, reasons):
+    """Give every view whose value leaves NeoFlow (a graph output, or the
+    argument of an op that runs in PyTorch) a copy run by PyTorch on the
+    view's root: the root is materialised once by NeoFlow (or is an input)
+    and the view costs nothing, where lowered it would be a copy of its
+    own (the transposed weights aot_autograd saves for the backward, the
+    aliases of saved activations). The copies are marked TORCH_VIEW in
+    `reasons`; views left without users are removed."""
+    copies = {}
+
+    def copy_of(view):
+        if view not in copies:
+            src = view.args[0]
+            args = ((copy_of(src) if _is_view(src) else src),) + tuple(view.args[1:])
+            with fx.graph.inserting_after(view):
+                made = fx.graph.call_function(view.target, args, dict(view.kwargs))
+            made.meta = dict(view.meta)
+            reasons[made] = TORCH_VIEW
+            copies[view] = made
+        return copies[view]
+
+    views = [n for n in fx.graph.nodes if _is_view(n)]
+    for view in views:
+        outside = [u for u in view.users
+                   if u.op == "output" or reasons.get(u) is not None]
+        if outside and reasons.get(view) is None:
+            made = copy_of(view)
+            for user in outside:
+                user.replace_input_with(view, made)
+    for view in reversed(views):
+        if not view.users:
+            fx.graph.erase_node(view)
+            reasons.pop(view, None)
+
+
 # --- one ATen graph ------------------------------------------------------------------------
 def lower_graph(fx, kind, opts, record):
     """Compile the supported parts of ATen graph `fx` with NeoFlow; returns the
@@ -165,7 +218,8 @@ def lower_graph(fx, kind, opts, record):
             if reasons[node] is not None and node.target is operator.getitem:
                 src = node.args[0]
                 reasons[node] = reasons.get(src) or reasons[node]
-    failing = {n: r for n, r in reasons.items() if r is not None}
+    take_views_in_torch(fx, reasons)
+    failing = {n: r for n, r in reasons.items() if r is not None and r is not TORCH_VIEW}
     if opts.fallback == "error" and failing:
         lines = [f"  {op_name(n.target)} ({n.name}): {r}" for n, r in failing.items()]
         raise NeoFlowError(f"backend 'neoflow' (fallback='error'): {len(failing)} ATen op(s) "
@@ -196,6 +250,9 @@ def lower_graph(fx, kind, opts, record):
     fused.recompile()
     for node, reason in reasons.items():
         if node.target is operator.getitem:
+            continue
+        if reason is TORCH_VIEW:
+            graph.add_view(op_name(node.target))
             continue
         if node in native:
             graph.add_native(op_name(node.target), flops[node])

@@ -23,7 +23,10 @@ from ...autodiff import grad
 from ...errors import NeoFlowError
 from ...nn.common import norm_dims
 from ...nn.reduce import reduce_over
-from ...te.tensor import Tensor, _read_broadcast
+from ...te.expr import Read
+from ...te.tensor import ComputeOp, Tensor, _read_broadcast
+from ...te.simplify import merge_sums
+from ...te.visit import substitute, transform
 from .convert import te_dtype
 
 aten = torch.ops.aten
@@ -35,10 +38,12 @@ class Unsupported(NeoFlowError):
 
 class Context:
     """What a lowering knows of its node: `out` (fake result), `meta` (the
-    arguments' fake values, same structure as the args) and a `name`."""
+    arguments' fake values, same structure as the args), a `name`, and
+    `fold`: the ids of the te tensors (behind its arguments) that only this
+    node reads, each element once, which an entry of FOLDING may inline."""
 
-    def __init__(self, out, meta, name):
-        self.out, self.meta, self.name = out, meta, name
+    def __init__(self, out, meta, name, fold=frozenset()):
+        self.out, self.meta, self.name, self.fold = out, meta, name, fold
 
     @property
     def dtype(self):
@@ -95,7 +100,8 @@ def _float_only(fn):
 
 
 def _add(ctx, a, b, alpha=1):
-    return elementwise(ctx, lambda x, y: x + y * alpha if alpha != 1 else x + y, a, b)
+    out = elementwise(ctx, lambda x, y: x + y * alpha if alpha != 1 else x + y, a, b)
+    return inline_folded(out, ctx.fold) if ctx.fold else out
 
 
 def _sub(ctx, a, b, alpha=1):
@@ -221,6 +227,71 @@ def _logical_not(ctx, x):
 
 def _isnan(ctx, x):
     return elementwise(ctx, lambda v: v != v, x, dtype=x.dtype)
+
+
+# --- folding reductions into the sum that adds them -----------------------------------------
+# aot_autograd's backward of a weight used at every step of an unrolled
+# network adds one matrix product per step (add(add(mm_0, mm_1), mm_2)...),
+# each written out in full; a bias adds one sum over the batch per step. An
+# add whose operands are such reductions, read once (through views that
+# move each element once), takes their bodies in its own: one compute
+# holding sum_k ... + sum_k ..., which NeoFlow's fusion merges into one
+# reduction (te.simplify.merge_sums) -- the one loop nest nf.Trainer gets
+# for the same gradient.
+FOLDING = frozenset({aten.add.Tensor})
+REDUCTIONS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default,
+                        aten.sum.dim_IntList})
+BIJECTIVE = frozenset({aten.permute.default, aten.transpose.int, aten.t.default,
+                       aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+                       aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
+                       aten.squeeze.default, aten.alias.default, aten.clone.default})
+
+
+def folded_operands(node):
+    """The fx nodes behind `node`'s arguments that its lowering may inline
+    (node's op is in FOLDING): per argument read at the output's shape, the
+    chain of single-use bijective views ending at a reduction or at a
+    folding add of the same kind, with each link used once by the next."""
+    out = []
+    if node.target not in FOLDING or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+        return out
+    shape, dtype = _meta_of(node)
+    for arg in node.args:
+        if not _single_use(arg, node) or _meta_of(arg) != (shape, dtype):
+            continue
+        chain, n = [], arg
+        while n.target in BIJECTIVE and _single_use(n.args[0], n) and \
+                _meta_of(n.args[0])[1] == dtype:
+            chain.append(n)
+            n = n.args[0]
+        if n.target in REDUCTIONS or (n.target in FOLDING and folded_operands(n)):
+            out += chain + [n]
+    return out
+
+
+def _meta_of(node):
+    val = node.meta.get("val")
+    return (tuple(val.shape), val.dtype) if isinstance(val, torch.Tensor) else (None, None)
+
+
+def _single_use(n, user):
+    """Whether fx node `n` is an op whose only reader is `user` (an op with
+    flat arguments), which names it once."""
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and \
+        list(n.users) == [user] and sum(a is n for a in user.args) == 1
+
+
+def inline_folded(t, fold):
+    """Compute `t` with each read of a tensor whose id is in `fold` replaced
+    by that tensor's body (recursively), its sums over equal ranges merged."""
+    def rebuild(n):
+        if isinstance(n, Read) and id(n.tensor) in fold and n.tensor.is_compute:
+            src = n.tensor
+            return transform(substitute(src.op.body, dict(zip(src.op.axes, n.indices))), rebuild)
+        return n
+    body = transform(t.op.body, rebuild)
+    return t if body is t.op.body else Tensor(t.shape, t.dtype, t.name,
+                                               ComputeOp(t.op.axes, merge_sums(body)))
 
 
 # --- reductions ----------------------------------------------------------------------------
