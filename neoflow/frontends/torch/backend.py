@@ -87,6 +87,12 @@ def _static_tensor(v):
         v.device.type == "cpu" and v.numel() > 0
 
 
+def _empty(v):
+    """Whether `v` is an empty CPU tensor of static shape (batch norm's unused saves)."""
+    return isinstance(v, torch.Tensor) and all(isinstance(s, int) for s in v.shape) and \
+        v.device.type == "cpu" and v.numel() == 0
+
+
 def _stand_in(v, name):
     """A te placeholder standing for fake tensor `v` (Unsupported if it cannot)."""
     if not _static_tensor(v):
@@ -108,7 +114,8 @@ def lower_node(node, env):
         raise Unsupported(f"no lowering for {op_name(node.target)}")
     out = node.meta.get("val")
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    if not all(o is None or _static_tensor(o) for o in outs):
+    if not all(o is None or _static_tensor(o) or _empty(o) for o in outs) or \
+            all(o is None or _empty(o) for o in outs):
         raise Unsupported("symbolic, empty or non-CPU result")
     args = torch.fx.node.map_arg(node.args, lambda n: env[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
@@ -119,7 +126,7 @@ def lower_node(node, env):
     if len(results) != len(outs):
         raise Unsupported(f"lowering made {len(results)} results for {len(outs)}")
     for r, o in zip(results, outs):
-        if o is None:
+        if o is None or (_empty(o) and r is None):       # an empty result is not made
             continue
         if not isinstance(r, Tensor) or tuple(r.shape) != tuple(o.shape) or \
                 r.dtype != te_dtype(o.dtype, node.name):
@@ -136,7 +143,7 @@ def _check_node(node):
         for n in node.all_input_nodes:
             if n.target is operator.getitem or isinstance(n.meta.get("val"), (tuple, list)):
                 vals = n.meta.get("val")
-                env[n] = tuple(None if v is None else _stand_in(v, f"{n.name}_{k}")
+                env[n] = tuple(None if v is None or _empty(v) else _stand_in(v, f"{n.name}_{k}")
                                for k, v in enumerate(vals)) \
                     if isinstance(vals, (tuple, list)) else _stand_in(vals, n.name)
             else:
@@ -158,7 +165,8 @@ class _Support(OperatorSupportBase):
 
 
 # --- views leaving NeoFlow are taken in PyTorch -----------------------------------------------
-TORCH_VIEW = "a view of a NeoFlow result or an input, taken in PyTorch (zero-copy)"
+TORCH_VIEW = "a view of a NeoFlow result or an input (or an empty tensor), made in PyTorch " \
+    "at no cost"
 _SPLITS = frozenset({torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default})
 
 
@@ -178,7 +186,8 @@ def take_views_in_torch(fx, reasons):
     and the view costs nothing, where lowered it would be a copy of its
     own (the transposed weights aot_autograd saves for the backward, the
     aliases of saved activations). The copies are marked TORCH_VIEW in
-    `reasons`; views left without users are removed."""
+    `reasons`; views left without users are removed. An empty result
+    (a save eval-mode batch norm returns unused) becomes a torch.empty."""
     copies = {}
 
     def copy_of(view):
@@ -192,6 +201,18 @@ def take_views_in_torch(fx, reasons):
             copies[view] = made
         return copies[view]
 
+    for item in [n for n in fx.graph.nodes if n.target is operator.getitem]:
+        val = item.meta.get("val")
+        if _empty(val):                 # an unused save (eval batch norm's mean, rstd)
+            with fx.graph.inserting_after(item):
+                made = fx.graph.call_function(torch.ops.aten.empty.memory_format,
+                                              (list(val.shape),),
+                                              {"dtype": val.dtype, "device": val.device})
+            made.meta = dict(item.meta)
+            reasons[made] = TORCH_VIEW
+            item.replace_all_uses_with(made)
+            fx.graph.erase_node(item)
+            reasons.pop(item, None)
     views = [n for n in fx.graph.nodes if _is_view(n)]
     for view in views:
         outside = [u for u in view.users
@@ -244,7 +265,7 @@ def lower_graph(fx, kind, opts, record):
                 continue
             node.op, node.target = "call_function", runner
             native.update(partitions[index].nodes)
-            graph.kernels += len(runner.function.kernels)
+            graph.kernels += kernel_count(runner.function)
             graph.runners.append(runner)
     fused.graph.lint()
     fused.recompile()
@@ -288,6 +309,13 @@ class Runner:
                 t = torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
             outs.append(t)
         return outs[0] if self.single else tuple(outs)
+
+
+def kernel_count(function):
+    """Kernels a built function runs per call (a function with nf.scan loops
+    counts those of its pieces)."""
+    count = getattr(function, "kernel_count", None)
+    return len(function.kernels) if count is None else count
 
 
 def _build_partition(sub, call, opts):

@@ -192,6 +192,7 @@ UNARY = {
     aten.exp.default: te.exp, aten.log.default: te.log, aten.tanh.default: te.tanh,
     aten.sigmoid.default: te.sigmoid, aten.sqrt.default: te.sqrt, aten.rsqrt.default: te.rsqrt,
     aten.erf.default: te.erf, aten.reciprocal.default: lambda v: 1 / v,
+    aten.log1p.default: te.log1p, aten.expm1.default: te.expm1,
     aten.floor.default: te.floor,
 }
 EXACT = {   # elementwise ops valid for every dtype (computed in the output's dtype)
@@ -383,27 +384,30 @@ def _addmm(ctx, bias, a, b, beta=1, alpha=1):
 
 
 # --- convolution and pooling ---------------------------------------------------------------
-def _conv_fn(ndim, transposed, output_padding):
-    if transposed or any(output_padding):
-        raise Unsupported("transposed convolution")
-    if ndim == 4:
-        return nn.conv2d
-    if ndim == 3:
-        return nn.conv1d
-    raise Unsupported(f"{ndim - 2}-d convolution")
+def _conv(ndim, transposed):
+    """The nf.nn convolution for an input of rank `ndim`, called as
+    conv(x, w, b, stride, padding, dilation, output_padding, groups)."""
+    if transposed:
+        if ndim != 4:
+            raise Unsupported(f"{ndim - 2}-d transposed convolution")
+        return lambda x, w, b, s, p, d, op, g: nn.conv_transpose2d(
+            x, w, b, stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    plain = {3: nn.conv1d, 4: nn.conv2d, 5: nn.conv3d}.get(ndim)
+    if plain is None:
+        raise Unsupported(f"{ndim - 2}-d convolution")
+    return lambda x, w, b, s, p, d, op, g: plain(x, w, b, stride=s, padding=p, dilation=d,
+                                                 groups=g)
 
 
 def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    conv = _conv_fn(x.ndim, transposed, output_padding)
-    return conv(x, w, b, stride=list(stride), padding=list(padding), dilation=list(dilation),
-                groups=groups)
+    return _conv(x.ndim, transposed)(x, w, b, list(stride), list(padding), list(dilation),
+                                     list(output_padding), groups)
 
 
 def _convolution_backward(ctx, g, x, w, bias_sizes, stride, padding, dilation, transposed,
                           output_padding, groups, output_mask):
-    conv = _conv_fn(x.ndim, transposed, output_padding)
-    y = conv(x, w, None, stride=list(stride), padding=list(padding), dilation=list(dilation),
-             groups=groups)
+    y = _conv(x.ndim, transposed)(x, w, None, list(stride), list(padding), list(dilation),
+                                  list(output_padding), groups)
     dx, dw = grad(y, [x, w], head=g)
     db = nn.sum(g, dim=[0] + list(range(2, g.ndim))) if output_mask[2] else None
     return (dx if output_mask[0] else None, dw if output_mask[1] else None, db)
@@ -528,6 +532,13 @@ def _batch_norm_functional(ctx, x, w, b, rm, rv, training, momentum, eps):
     return _batch_norm_train(ctx, x, w, b, rm, rv, momentum, eps)
 
 
+def _batch_norm_no_training(ctx, x, w, b, rm, rv, momentum, eps):
+    """Eval-mode batch norm: the running statistics normalise; the saved
+    mean and rstd torch returns are empty (lowered as None)."""
+    rstd = te.compute(rv.shape, lambda ch: te.rsqrt(rv[ch] + eps), name=f"{ctx.name}_rstd")
+    return _affine_channels(ctx, x, rm, rstd, w, b), None, None
+
+
 def _softmax(ctx, x, dim, half_to_float=False):
     return nn.softmax(x, dim)
 
@@ -649,6 +660,19 @@ def _scatter_add(ctx, x, dim, index, src):
         return x[i] + te.sum(te.where(index[at] == i[dim], src[at], te.const(0, ctx.dtype)),
                              axis=k)
     return te.compute(ctx.shape, body, name=ctx.name)
+
+
+# --- cumulative sums and reversal ----------------------------------------------------------
+def _cumsum(ctx, x, dim, dtype=None):
+    if x.dtype != ctx.dtype:
+        x = te.compute(x.shape, lambda *i: te.cast(x[i], ctx.dtype), name=f"{ctx.name}_cast")
+    return nn.cumsum(x, dim)
+
+
+def _flip(ctx, x, dims):
+    flipped = {d % x.ndim for d in dims}
+    return te.compute(ctx.shape, lambda *i: x[tuple(x.shape[d] - 1 - v if d in flipped else v
+                                                    for d, v in enumerate(i))], name=ctx.name)
 
 
 # --- views, shapes, constants --------------------------------------------------------------
@@ -819,6 +843,8 @@ TABLE = {
     aten.native_layer_norm.default: _native_layer_norm,
     aten.native_group_norm.default: _native_group_norm,
     aten._native_batch_norm_legit_functional.default: _batch_norm_functional,
+    aten._native_batch_norm_legit_no_training.default: _batch_norm_no_training,
+    aten.cumsum.default: _cumsum, aten.flip.default: _flip,
     aten._softmax.default: _softmax, aten._log_softmax.default: _log_softmax,
     aten._softmax_backward_data.default: _softmax_backward,
     aten._log_softmax_backward_data.default: _log_softmax_backward,
