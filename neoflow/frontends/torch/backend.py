@@ -13,6 +13,7 @@ Everything else runs in PyTorch, unchanged. Found by torch through the
 Hands on: `neoflow_backend` (the backend callable) and the records
 `report.report` reads.
 """
+import ctypes
 import operator
 import threading
 
@@ -24,10 +25,15 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...api import build
+from ...codegen.c import ENTRY
+from ...graph.plan import computed_tensors
+from ...runtime.function import BuiltFunction
 from ...errors import NeoFlowError
 from ...te import placeholder
+from ...te.random import random_states
 from ...te.tensor import Tensor
-from .convert import te_dtype, to_array, to_torch
+from ...te.visit import topo_tensors
+from .convert import te_dtype, to_array, to_torch, torch_dtype
 from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported, folded_operands
 from .report import CompiledModel, GraphRecord, node_flops, op_name
 
@@ -291,24 +297,91 @@ class Runner:
     """A built partition, called in place of its fx submodule: torch tensors
     in (zero-copy when contiguous), torch tensors out, restrided where the
     graph's fake result is a dense permutation of another layout (an
-    expanded, overlapping layout stays contiguous: same values)."""
+    expanded, overlapping layout stays contiguous: same values).
+
+    A plain built function (no nf.scan, no random tensors) is called
+    through its entry point directly: the inputs' and fresh torch outputs'
+    addresses in, no NumPy views, one native call (see `_Direct`);
+    anything else, and any error the kernels report, goes through the
+    function's own checked call."""
 
     def __init__(self, function, single, strides, lowered):
-        self.function, self.single, self.strides = function, single, strides
+        self.single, self.strides = single, strides
         self.lowered = lowered          # (te outputs, te inputs), for tuning
+        self.function = function
         self.__name__ = "neoflow_partition"
 
+    @property
+    def function(self):
+        return self._function
+
+    @function.setter
+    def function(self, function):       # a tuned function is swapped in here
+        self._function = function
+        self._direct = _Direct.of(function)
+
     def __call__(self, *tensors):
-        results = self.function(*[to_array(t) for t in tensors])
-        if not isinstance(results, tuple):
-            results = (results,)
+        direct = self._direct
+        results = direct(tensors) if direct is not None else None
+        if results is None:
+            results = self._function(*[to_array(t) for t in tensors])
+            if not isinstance(results, tuple):
+                results = (results,)
+            results = [to_torch(r) for r in results]
         outs = []
-        for r, stride in zip(results, self.strides):
-            t = to_torch(r)
+        for t, stride in zip(results, self.strides):
             if stride is not None:
                 t = torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
             outs.append(t)
         return outs[0] if self.single else tuple(outs)
+
+
+class _Direct:
+    """The entry point of a BuiltFunction called with torch tensors: per
+    call, each input's address (a contiguous copy only where it is not
+    contiguous; shapes and dtypes checked), a fresh torch tensor per
+    computed output, the outputs handed back in order (a tensor asked
+    twice, or an input asked back, is a copy). Returns None when the
+    kernels report an error, so that the caller's checked call raises it."""
+
+    def __init__(self, function):
+        outputs, inputs = function.outputs, function.inputs
+        computed = computed_tensors(outputs)
+        self._entry = function.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p],
+                                           ctypes.c_int64)
+        self._inputs = [(tuple(t.shape), torch_dtype(t.dtype)) for t in inputs]
+        self._results = [(tuple(t.shape), torch_dtype(t.dtype)) for t in computed]
+        self._pointers = ctypes.c_void_p * (len(inputs) + len(computed))
+        where = {id(t): ("in", n) for n, t in enumerate(inputs)}
+        where.update({id(t): ("out", n) for n, t in enumerate(computed)})
+        handed, self._handout = set(), []
+        for t in outputs:
+            self._handout.append(where[id(t)] + (id(t) in handed or not t.is_compute,))
+            handed.add(id(t))
+
+    @classmethod
+    def of(cls, function):
+        """A _Direct for `function`, or None where its own call is needed."""
+        if not isinstance(function, BuiltFunction) or \
+                random_states(topo_tensors(list(function.outputs))):
+            return None
+        return cls(function)
+
+    def __call__(self, tensors):
+        inputs = []
+        for t, (shape, dtype) in zip(tensors, self._inputs):
+            if t.dtype != dtype or tuple(t.shape) != shape:
+                return None             # the checked call names what is wrong
+            inputs.append(t if t.is_contiguous() else t.contiguous())
+        results = [torch.empty(shape, dtype=dtype) for shape, dtype in self._results]
+        err = (ctypes.c_int64 * 2)()
+        self._entry(self._pointers(*[t.data_ptr() for t in inputs],
+                                   *[r.data_ptr() for r in results]), err)
+        if err[0] != 0:
+            return None
+        pools = {"in": inputs, "out": results}
+        return [pools[pool][n].clone() if copy else pools[pool][n]
+                for pool, n, copy in self._handout]
 
 
 def kernel_count(function):
