@@ -81,3 +81,14 @@ def test_per_step_weight_gradients_become_one_reduction(nf_backend):
 def _nodes(e):
     from neoflow.te.visit import post_order
     return post_order(e)
+
+
+def test_an_error_the_kernels_report_is_a_neoflow_error(nf_backend):
+    from neoflow.errors import NeoFlowError
+    compiled = torch.compile(lambda w, i: torch.nn.functional.embedding(i, w) * 2,
+                             backend=nf_backend, dynamic=False, fullgraph=True)
+    w = torch.randn(5, 3, dtype=D)
+    good = torch.tensor([[0, 4], [2, 1]])
+    np.testing.assert_allclose(compiled(w, good).numpy(), (w[good] * 2).numpy())
+    with pytest.raises(NeoFlowError, match="outside its size 5"):
+        compiled(w, torch.tensor([[0, 5], [2, 1]]))
