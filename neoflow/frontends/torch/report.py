@@ -77,7 +77,8 @@ class GraphRecord(dict):
 
     def __init__(self, name, kind):
         super().__init__(name=name, kind=kind, native=Counter(), fallback=Counter(),
-                         views=Counter(), reasons={}, flops_native=0, flops_total=0, kernels=0, failed=[])
+                         views=Counter(), reasons={}, flops_native=0, flops_total=0,
+                         kernels=0, failed=[])
         self.runners, self.tuner = [], None
 
     def add_native(self, op, flops):
