@@ -9,7 +9,8 @@ compiles; nf.Trainer: its construction plus first step), then BLOCKS
 blocks of STEPS timed training steps (forward, backward, SGD update; the
 optimizer runs eagerly, the model is compiled) -- the median ms/step of the
 blocks, with min..max -- and, for the backend, the share of FLOPs that ran
-natively (nf.torch.report). A second figure, "interleaved", runs eager,
+natively (nf.torch.report) and, for the backend and nf.Trainer, the
+NeoFlow kernels run per step. A second figure, "interleaved", runs eager,
 inductor and the backend in one process, one block of each in turn, so
 that load from other processes hits all alike; it is labelled as such.
 
@@ -77,6 +78,16 @@ class _Run:
             self.step()
         return (time.perf_counter() - start) * 1e3 / steps
 
+    def kernels(self):
+        """NeoFlow kernels per training step (the backend: over its compiled
+        graphs; nf.Trainer: its step), a count load does not disturb."""
+        if self.framework == "trainer":
+            return self.trainer.stats()["kernels"]
+        if self.framework != "neoflow":
+            return None
+        import neoflow as nf
+        return sum(g["kernels"] for g in nf.torch.report(self.fn).values())
+
     def native_share(self):
         if self.framework != "neoflow":
             return None
@@ -103,7 +114,8 @@ def worker(frameworks, network, preset, steps, blocks, warmup):
         for f, run in runs.items():
             times[f].append(run.block(steps))
     return {f: {**_summary(times[f]), "compile_s": run.compile_s,
-                "native_share": run.native_share()} for f, run in runs.items()}
+                "native_share": run.native_share(), "kernels": run.kernels()}
+            for f, run in runs.items()}
 
 
 # --- call overhead of nf.torch.op ----------------------------------------------------------
@@ -173,7 +185,8 @@ def table(results, frameworks):
     """The markdown table of `results` {network: {"alone": ..., "interleaved": ...}}."""
     head = ["network"] + [f"{f} ms/step" for f in frameworks] + \
         [f"{f} compile s" for f in frameworks if f != "eager"] + \
-        ["FLOPs native", "neoflow ms (interleaved)", "eager ms (interleaved)",
+        ["FLOPs native", "kernels/step neoflow", "kernels/step trainer",
+         "neoflow ms (interleaved)", "eager ms (interleaved)",
          "inductor ms (interleaved)"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for net, r in results.items():
@@ -184,6 +197,7 @@ def table(results, frameworks):
             if alone.get(f) and "error" not in alone[f] else "") for f in frameworks]
         cells += [_cell(alone.get(f), "compile_s", "{:.1f}") for f in frameworks if f != "eager"]
         cells.append(_cell(alone.get("neoflow"), "native_share", "{:.1%}"))
+        cells += [_cell(alone.get(f), "kernels", "{}") for f in ("neoflow", "trainer")]
         cells += [_cell(inter.get(f), "ms_step", "{:.2f}") if "error" not in inter else "error"
                   for f in ("neoflow", "eager", "inductor")]
         rows.append("| " + " | ".join(cells) + " |")

@@ -27,4 +27,5 @@ def test_smoke_mode(tmp_path):
         assert lltm["interleaved"][f]["ms_step"] > 0
     assert lltm["alone"]["neoflow"]["native_share"] == 1.0
     assert lltm["alone"]["neoflow"]["compile_s"] > 0
+    assert lltm["alone"]["neoflow"]["kernels"] > 0
     assert report["op_overhead_us"]["autograd.Function (grad)"] > 0

@@ -34,6 +34,13 @@ CASES = {
     "conv2d_groups_dilation": (lambda x, w: F.conv2d(x, w, groups=2, dilation=2, padding=2),
                                [r(1, 4, 7, 7), r(6, 2, 3, 3)]),
     "conv1d": (lambda x, w, b: F.conv1d(x, w, b, padding=1), [r(2, 3, 9), r(5, 3, 3), r(5)]),
+    "conv3d": (lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1),
+               [r(2, 3, 4, 5, 3), r(2, 3, 3, 3, 2), r(2)]),
+    "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1,
+                                                            output_padding=1),
+                         [r(2, 3, 4, 5), r(3, 2, 3, 3), r(2)]),
+    "conv_transpose2d_groups": (lambda x, w: F.conv_transpose2d(x, w, groups=2, dilation=2),
+                                [r(1, 4, 3, 4), r(4, 3, 2, 3)]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, stride=2, padding=1), [r(2, 3, 7, 8)]),
     "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True,
                                                    return_indices=True)[1], [r(2, 3, 7, 8)]),
@@ -45,6 +52,10 @@ CASES = {
                                                       torch.ones(3, dtype=D), w, b,
                                                       training=True),
                          [r(4, 3, 5, 2), r(3), r(3)]),
+    "batch_norm_eval": (lambda x, w, b: F.batch_norm(x, torch.arange(3, dtype=D) * 0.3 - 0.2,
+                                                     torch.arange(3, dtype=D) + 0.5, w, b,
+                                                     training=False),
+                        [r(4, 3, 5, 2), r(3), r(3)]),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (5,), w, b), [r(2, 3, 5), r(5), r(5)]),
     "layer_norm_2d": (lambda x: F.layer_norm(x, (3, 5)), [r(2, 3, 5)]),
     "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [r(3, 4, 5, 3), r(4), r(4)]),
@@ -66,6 +77,8 @@ CASES = {
                             + torch.maximum(a, b) + torch.minimum(a, 0.3 * b)
                             + torch.clamp(a, -0.5, 0.5) + torch.rsqrt(b * b + 1)
                             + 1 / (a * a + 2) + (1 - a)), [r(3, 4), r(3, 4)]),
+    "log1p_expm1": (lambda x: torch.log1p(x * x) * torch.expm1(x), [r(3, 5)]),
+    "cumsum_flip": (lambda x: x.cumsum(1) * x.flip(0, 2) + x.cumsum(-1), [r(3, 4, 5)]),
     "broadcast": (lambda a, b, c: a * b + c - a / 3, [r(3, 1, 4), r(2, 1), r(4)]),
     "compare_where": (lambda a, b: torch.where(a > b, a, b) + torch.where(a <= 0.1, a * 2, b)
                       + (a != b).to(D) + (a == a).to(D) * (b >= 0).to(D)

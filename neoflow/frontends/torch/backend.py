@@ -13,21 +13,28 @@ Everything else runs in PyTorch, unchanged. Found by torch through the
 Hands on: `neoflow_backend` (the backend callable) and the records
 `report.report` reads.
 """
+import ctypes
 import operator
 import threading
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...api import build
+from ...codegen.c import ENTRY
+from ...graph.plan import computed_tensors
+from ...runtime.function import BuiltFunction
 from ...errors import NeoFlowError
 from ...te import placeholder
+from ...te.random import random_states
 from ...te.tensor import Tensor
-from .convert import te_dtype, to_array, to_torch
-from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported
+from ...te.visit import topo_tensors
+from .convert import te_dtype, to_array, to_torch, torch_dtype
+from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported, folded_operands
 from .report import CompiledModel, GraphRecord, node_flops, op_name
 
 _TUNING = ("off", "background", "ahead")
@@ -71,6 +78,7 @@ def neoflow_backend(gm, example_inputs, options=None):
 
     return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                         inference_compiler=compiler("inference"),
+                        partition_fn=min_cut_rematerialization_partition,
                         decompositions=DECOMPOSITIONS)(gm, example_inputs)
 
 
@@ -83,6 +91,12 @@ def _fake(value):
 def _static_tensor(v):
     return isinstance(v, torch.Tensor) and all(isinstance(s, int) for s in v.shape) and \
         v.device.type == "cpu" and v.numel() > 0
+
+
+def _empty(v):
+    """Whether `v` is an empty CPU tensor of static shape (batch norm's unused saves)."""
+    return isinstance(v, torch.Tensor) and all(isinstance(s, int) for s in v.shape) and \
+        v.device.type == "cpu" and v.numel() == 0
 
 
 def _stand_in(v, name):
@@ -106,16 +120,19 @@ def lower_node(node, env):
         raise Unsupported(f"no lowering for {op_name(node.target)}")
     out = node.meta.get("val")
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    if not all(o is None or _static_tensor(o) for o in outs):
+    if not all(o is None or _static_tensor(o) or _empty(o) for o in outs) or \
+            all(o is None or _empty(o) for o in outs):
         raise Unsupported("symbolic, empty or non-CPU result")
     args = torch.fx.node.map_arg(node.args, lambda n: env[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-    result = entry(Context(out, _fake(node.args), node.name), *args, **kwargs)
+    fold = frozenset(id(env[n]) for n in folded_operands(node)
+                     if isinstance(env.get(n), Tensor) and env[n].is_compute)
+    result = entry(Context(out, _fake(node.args), node.name, fold), *args, **kwargs)
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     if len(results) != len(outs):
         raise Unsupported(f"lowering made {len(results)} results for {len(outs)}")
     for r, o in zip(results, outs):
-        if o is None:
+        if o is None or (_empty(o) and r is None):       # an empty result is not made
             continue
         if not isinstance(r, Tensor) or tuple(r.shape) != tuple(o.shape) or \
                 r.dtype != te_dtype(o.dtype, node.name):
@@ -132,7 +149,7 @@ def _check_node(node):
         for n in node.all_input_nodes:
             if n.target is operator.getitem or isinstance(n.meta.get("val"), (tuple, list)):
                 vals = n.meta.get("val")
-                env[n] = tuple(None if v is None else _stand_in(v, f"{n.name}_{k}")
+                env[n] = tuple(None if v is None or _empty(v) else _stand_in(v, f"{n.name}_{k}")
                                for k, v in enumerate(vals)) \
                     if isinstance(vals, (tuple, list)) else _stand_in(vals, n.name)
             else:
@@ -153,6 +170,69 @@ class _Support(OperatorSupportBase):
         return node.op == "call_function" and self.reasons.get(node) is None
 
 
+# --- views leaving NeoFlow are taken in PyTorch -----------------------------------------------
+TORCH_VIEW = "a view of a NeoFlow result or an input (or an empty tensor), made in PyTorch " \
+    "at no cost"
+_SPLITS = frozenset({torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default})
+
+
+def _is_view(node):
+    """Whether fx node `node` is a view op (or an item of a split)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return _is_view(node.args[0]) and node.args[0].target in _SPLITS
+    return node.target in VIEWS
+
+
+def take_views_in_torch(fx, reasons):
+    """Give every view whose value leaves NeoFlow (a graph output, or the
+    argument of an op that runs in PyTorch) a copy run by PyTorch on the
+    view's root: the root is materialised once by NeoFlow (or is an input)
+    and the view costs nothing, where lowered it would be a copy of its
+    own (the transposed weights aot_autograd saves for the backward, the
+    aliases of saved activations). The copies are marked TORCH_VIEW in
+    `reasons`; views left without users are removed. An empty result
+    (a save eval-mode batch norm returns unused) becomes a torch.empty."""
+    copies = {}
+
+    def copy_of(view):
+        if view not in copies:
+            src = view.args[0]
+            args = ((copy_of(src) if _is_view(src) else src),) + tuple(view.args[1:])
+            with fx.graph.inserting_after(view):
+                made = fx.graph.call_function(view.target, args, dict(view.kwargs))
+            made.meta = dict(view.meta)
+            reasons[made] = TORCH_VIEW
+            copies[view] = made
+        return copies[view]
+
+    for item in [n for n in fx.graph.nodes if n.target is operator.getitem]:
+        val = item.meta.get("val")
+        if _empty(val):                 # an unused save (eval batch norm's mean, rstd)
+            with fx.graph.inserting_after(item):
+                made = fx.graph.call_function(torch.ops.aten.empty.memory_format,
+                                              (list(val.shape),),
+                                              {"dtype": val.dtype, "device": val.device})
+            made.meta = dict(item.meta)
+            reasons[made] = TORCH_VIEW
+            item.replace_all_uses_with(made)
+            fx.graph.erase_node(item)
+            reasons.pop(item, None)
+    views = [n for n in fx.graph.nodes if _is_view(n)]
+    for view in views:
+        outside = [u for u in view.users
+                   if u.op == "output" or reasons.get(u) is not None]
+        if outside and reasons.get(view) is None:
+            made = copy_of(view)
+            for user in outside:
+                user.replace_input_with(view, made)
+    for view in reversed(views):
+        if not view.users:
+            fx.graph.erase_node(view)
+            reasons.pop(view, None)
+
+
 # --- one ATen graph ------------------------------------------------------------------------
 def lower_graph(fx, kind, opts, record):
     """Compile the supported parts of ATen graph `fx` with NeoFlow; returns the
@@ -165,7 +245,8 @@ def lower_graph(fx, kind, opts, record):
             if reasons[node] is not None and node.target is operator.getitem:
                 src = node.args[0]
                 reasons[node] = reasons.get(src) or reasons[node]
-    failing = {n: r for n, r in reasons.items() if r is not None}
+    take_views_in_torch(fx, reasons)
+    failing = {n: r for n, r in reasons.items() if r is not None and r is not TORCH_VIEW}
     if opts.fallback == "error" and failing:
         lines = [f"  {op_name(n.target)} ({n.name}): {r}" for n, r in failing.items()]
         raise NeoFlowError(f"backend 'neoflow' (fallback='error'): {len(failing)} ATen op(s) "
@@ -190,12 +271,15 @@ def lower_graph(fx, kind, opts, record):
                 continue
             node.op, node.target = "call_function", runner
             native.update(partitions[index].nodes)
-            graph.kernels += len(runner.function.kernels)
+            graph.kernels += kernel_count(runner.function)
             graph.runners.append(runner)
     fused.graph.lint()
     fused.recompile()
     for node, reason in reasons.items():
         if node.target is operator.getitem:
+            continue
+        if reason is TORCH_VIEW:
+            graph.add_view(op_name(node.target))
             continue
         if node in native:
             graph.add_native(op_name(node.target), flops[node])
@@ -213,24 +297,98 @@ class Runner:
     """A built partition, called in place of its fx submodule: torch tensors
     in (zero-copy when contiguous), torch tensors out, restrided where the
     graph's fake result is a dense permutation of another layout (an
-    expanded, overlapping layout stays contiguous: same values)."""
+    expanded, overlapping layout stays contiguous: same values).
+
+    A plain built function (no nf.scan, no random tensors) is called
+    through its entry point directly: the inputs' and fresh torch outputs'
+    addresses in, no NumPy views, one native call (see `_Direct`);
+    anything else, and any error the kernels report, goes through the
+    function's own checked call."""
 
     def __init__(self, function, single, strides, lowered):
-        self.function, self.single, self.strides = function, single, strides
+        self.single, self.strides = single, strides
         self.lowered = lowered          # (te outputs, te inputs), for tuning
+        self.function = function
         self.__name__ = "neoflow_partition"
 
+    @property
+    def function(self):
+        return self._function
+
+    @function.setter
+    def function(self, function):       # a tuned function is swapped in here
+        self._function = function
+        self._direct = _Direct.of(function)
+
     def __call__(self, *tensors):
-        results = self.function(*[to_array(t) for t in tensors])
-        if not isinstance(results, tuple):
-            results = (results,)
+        direct = self._direct
+        results = direct(tensors) if direct is not None else None
+        if results is None:
+            results = self._function(*[to_array(t) for t in tensors])
+            if not isinstance(results, tuple):
+                results = (results,)
+            results = [to_torch(r) for r in results]
         outs = []
-        for r, stride in zip(results, self.strides):
-            t = to_torch(r)
+        for t, stride in zip(results, self.strides):
             if stride is not None:
                 t = torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
             outs.append(t)
         return outs[0] if self.single else tuple(outs)
+
+
+class _Direct:
+    """The entry point of a BuiltFunction called with torch tensors: per
+    call, each input's address (a contiguous copy only where it is not
+    contiguous; shapes and dtypes checked), a fresh torch tensor per
+    computed output, the outputs handed back in order (a tensor asked
+    twice, or an input asked back, is a copy). Returns None when the
+    kernels report an error, so that the caller's checked call raises it."""
+
+    def __init__(self, function):
+        outputs, inputs = function.outputs, function.inputs
+        computed = computed_tensors(outputs)
+        self._entry = function.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p],
+                                           ctypes.c_int64)
+        self._inputs = [(tuple(t.shape), torch_dtype(t.dtype)) for t in inputs]
+        self._results = [(tuple(t.shape), torch_dtype(t.dtype)) for t in computed]
+        self._pointers = ctypes.c_void_p * (len(inputs) + len(computed))
+        where = {id(t): ("in", n) for n, t in enumerate(inputs)}
+        where.update({id(t): ("out", n) for n, t in enumerate(computed)})
+        handed, self._handout = set(), []
+        for t in outputs:
+            self._handout.append(where[id(t)] + (id(t) in handed or not t.is_compute,))
+            handed.add(id(t))
+
+    @classmethod
+    def of(cls, function):
+        """A _Direct for `function`, or None where its own call is needed."""
+        if not isinstance(function, BuiltFunction) or \
+                random_states(topo_tensors(list(function.outputs))):
+            return None
+        return cls(function)
+
+    def __call__(self, tensors):
+        inputs = []
+        for t, (shape, dtype) in zip(tensors, self._inputs):
+            if t.dtype != dtype or tuple(t.shape) != shape:
+                return None             # the checked call names what is wrong
+            inputs.append(t if t.is_contiguous() else t.contiguous())
+        results = [torch.empty(shape, dtype=dtype) for shape, dtype in self._results]
+        err = (ctypes.c_int64 * 2)()
+        self._entry(self._pointers(*[t.data_ptr() for t in inputs],
+                                   *[r.data_ptr() for r in results]), err)
+        if err[0] != 0:
+            return None
+        pools = {"in": inputs, "out": results}
+        return [pools[pool][n].clone() if copy else pools[pool][n]
+                for pool, n, copy in self._handout]
+
+
+def kernel_count(function):
+    """Kernels a built function runs per call (a function with nf.scan loops
+    counts those of its pieces)."""
+    count = getattr(function, "kernel_count", None)
+    return len(function.kernels) if count is None else count
 
 
 def _build_partition(sub, call, opts):

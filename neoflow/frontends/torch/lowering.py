@@ -23,7 +23,10 @@ from ...autodiff import grad
 from ...errors import NeoFlowError
 from ...nn.common import norm_dims
 from ...nn.reduce import reduce_over
-from ...te.tensor import Tensor, _read_broadcast
+from ...te.expr import Read
+from ...te.tensor import ComputeOp, Tensor, _read_broadcast
+from ...te.simplify import merge_sums
+from ...te.visit import substitute, transform
 from .convert import te_dtype
 
 aten = torch.ops.aten
@@ -35,10 +38,12 @@ class Unsupported(NeoFlowError):
 
 class Context:
     """What a lowering knows of its node: `out` (fake result), `meta` (the
-    arguments' fake values, same structure as the args) and a `name`."""
+    arguments' fake values, same structure as the args), a `name`, and
+    `fold`: the ids of the te tensors (behind its arguments) that only this
+    node reads, each element once, which an entry of FOLDING may inline."""
 
-    def __init__(self, out, meta, name):
-        self.out, self.meta, self.name = out, meta, name
+    def __init__(self, out, meta, name, fold=frozenset()):
+        self.out, self.meta, self.name, self.fold = out, meta, name, fold
 
     @property
     def dtype(self):
@@ -95,7 +100,8 @@ def _float_only(fn):
 
 
 def _add(ctx, a, b, alpha=1):
-    return elementwise(ctx, lambda x, y: x + y * alpha if alpha != 1 else x + y, a, b)
+    out = elementwise(ctx, lambda x, y: x + y * alpha if alpha != 1 else x + y, a, b)
+    return inline_folded(out, ctx.fold) if ctx.fold else out
 
 
 def _sub(ctx, a, b, alpha=1):
@@ -186,6 +192,7 @@ UNARY = {
     aten.exp.default: te.exp, aten.log.default: te.log, aten.tanh.default: te.tanh,
     aten.sigmoid.default: te.sigmoid, aten.sqrt.default: te.sqrt, aten.rsqrt.default: te.rsqrt,
     aten.erf.default: te.erf, aten.reciprocal.default: lambda v: 1 / v,
+    aten.log1p.default: te.log1p, aten.expm1.default: te.expm1,
     aten.floor.default: te.floor,
 }
 EXACT = {   # elementwise ops valid for every dtype (computed in the output's dtype)
@@ -221,6 +228,71 @@ def _logical_not(ctx, x):
 
 def _isnan(ctx, x):
     return elementwise(ctx, lambda v: v != v, x, dtype=x.dtype)
+
+
+# --- folding reductions into the sum that adds them -----------------------------------------
+# aot_autograd's backward of a weight used at every step of an unrolled
+# network adds one matrix product per step (add(add(mm_0, mm_1), mm_2)...),
+# each written out in full; a bias adds one sum over the batch per step. An
+# add whose operands are such reductions, read once (through views that
+# move each element once), takes their bodies in its own: one compute
+# holding sum_k ... + sum_k ..., which NeoFlow's fusion merges into one
+# reduction (te.simplify.merge_sums) -- the one loop nest nf.Trainer gets
+# for the same gradient.
+FOLDING = frozenset({aten.add.Tensor})
+REDUCTIONS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default,
+                        aten.sum.dim_IntList})
+BIJECTIVE = frozenset({aten.permute.default, aten.transpose.int, aten.t.default,
+                       aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+                       aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
+                       aten.squeeze.default, aten.alias.default, aten.clone.default})
+
+
+def folded_operands(node):
+    """The fx nodes behind `node`'s arguments that its lowering may inline
+    (node's op is in FOLDING): per argument read at the output's shape, the
+    chain of single-use bijective views ending at a reduction or at a
+    folding add of the same kind, with each link used once by the next."""
+    out = []
+    if node.target not in FOLDING or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+        return out
+    shape, dtype = _meta_of(node)
+    for arg in node.args:
+        if not _single_use(arg, node) or _meta_of(arg) != (shape, dtype):
+            continue
+        chain, n = [], arg
+        while n.target in BIJECTIVE and _single_use(n.args[0], n) and \
+                _meta_of(n.args[0])[1] == dtype:
+            chain.append(n)
+            n = n.args[0]
+        if n.target in REDUCTIONS or (n.target in FOLDING and folded_operands(n)):
+            out += chain + [n]
+    return out
+
+
+def _meta_of(node):
+    val = node.meta.get("val")
+    return (tuple(val.shape), val.dtype) if isinstance(val, torch.Tensor) else (None, None)
+
+
+def _single_use(n, user):
+    """Whether fx node `n` is an op whose only reader is `user` (an op with
+    flat arguments), which names it once."""
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and \
+        list(n.users) == [user] and sum(a is n for a in user.args) == 1
+
+
+def inline_folded(t, fold):
+    """Compute `t` with each read of a tensor whose id is in `fold` replaced
+    by that tensor's body (recursively), its sums over equal ranges merged."""
+    def rebuild(n):
+        if isinstance(n, Read) and id(n.tensor) in fold and n.tensor.is_compute:
+            src = n.tensor
+            return transform(substitute(src.op.body, dict(zip(src.op.axes, n.indices))), rebuild)
+        return n
+    body = transform(t.op.body, rebuild)
+    return t if body is t.op.body else Tensor(t.shape, t.dtype, t.name,
+                                               ComputeOp(t.op.axes, merge_sums(body)))
 
 
 # --- reductions ----------------------------------------------------------------------------
@@ -312,27 +384,30 @@ def _addmm(ctx, bias, a, b, beta=1, alpha=1):
 
 
 # --- convolution and pooling ---------------------------------------------------------------
-def _conv_fn(ndim, transposed, output_padding):
-    if transposed or any(output_padding):
-        raise Unsupported("transposed convolution")
-    if ndim == 4:
-        return nn.conv2d
-    if ndim == 3:
-        return nn.conv1d
-    raise Unsupported(f"{ndim - 2}-d convolution")
+def _conv(ndim, transposed):
+    """The nf.nn convolution for an input of rank `ndim`, called as
+    conv(x, w, b, stride, padding, dilation, output_padding, groups)."""
+    if transposed:
+        if ndim != 4:
+            raise Unsupported(f"{ndim - 2}-d transposed convolution")
+        return lambda x, w, b, s, p, d, op, g: nn.conv_transpose2d(
+            x, w, b, stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    plain = {3: nn.conv1d, 4: nn.conv2d, 5: nn.conv3d}.get(ndim)
+    if plain is None:
+        raise Unsupported(f"{ndim - 2}-d convolution")
+    return lambda x, w, b, s, p, d, op, g: plain(x, w, b, stride=s, padding=p, dilation=d,
+                                                 groups=g)
 
 
 def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    conv = _conv_fn(x.ndim, transposed, output_padding)
-    return conv(x, w, b, stride=list(stride), padding=list(padding), dilation=list(dilation),
-                groups=groups)
+    return _conv(x.ndim, transposed)(x, w, b, list(stride), list(padding), list(dilation),
+                                     list(output_padding), groups)
 
 
 def _convolution_backward(ctx, g, x, w, bias_sizes, stride, padding, dilation, transposed,
                           output_padding, groups, output_mask):
-    conv = _conv_fn(x.ndim, transposed, output_padding)
-    y = conv(x, w, None, stride=list(stride), padding=list(padding), dilation=list(dilation),
-             groups=groups)
+    y = _conv(x.ndim, transposed)(x, w, None, list(stride), list(padding), list(dilation),
+                                  list(output_padding), groups)
     dx, dw = grad(y, [x, w], head=g)
     db = nn.sum(g, dim=[0] + list(range(2, g.ndim))) if output_mask[2] else None
     return (dx if output_mask[0] else None, dw if output_mask[1] else None, db)
@@ -457,6 +532,13 @@ def _batch_norm_functional(ctx, x, w, b, rm, rv, training, momentum, eps):
     return _batch_norm_train(ctx, x, w, b, rm, rv, momentum, eps)
 
 
+def _batch_norm_no_training(ctx, x, w, b, rm, rv, momentum, eps):
+    """Eval-mode batch norm: the running statistics normalise; the saved
+    mean and rstd torch returns are empty (lowered as None)."""
+    rstd = te.compute(rv.shape, lambda ch: te.rsqrt(rv[ch] + eps), name=f"{ctx.name}_rstd")
+    return _affine_channels(ctx, x, rm, rstd, w, b), None, None
+
+
 def _softmax(ctx, x, dim, half_to_float=False):
     return nn.softmax(x, dim)
 
@@ -578,6 +660,19 @@ def _scatter_add(ctx, x, dim, index, src):
         return x[i] + te.sum(te.where(index[at] == i[dim], src[at], te.const(0, ctx.dtype)),
                              axis=k)
     return te.compute(ctx.shape, body, name=ctx.name)
+
+
+# --- cumulative sums and reversal ----------------------------------------------------------
+def _cumsum(ctx, x, dim, dtype=None):
+    if x.dtype != ctx.dtype:
+        x = te.compute(x.shape, lambda *i: te.cast(x[i], ctx.dtype), name=f"{ctx.name}_cast")
+    return nn.cumsum(x, dim)
+
+
+def _flip(ctx, x, dims):
+    flipped = {d % x.ndim for d in dims}
+    return te.compute(ctx.shape, lambda *i: x[tuple(x.shape[d] - 1 - v if d in flipped else v
+                                                    for d, v in enumerate(i))], name=ctx.name)
 
 
 # --- views, shapes, constants --------------------------------------------------------------
@@ -748,6 +843,8 @@ TABLE = {
     aten.native_layer_norm.default: _native_layer_norm,
     aten.native_group_norm.default: _native_group_norm,
     aten._native_batch_norm_legit_functional.default: _batch_norm_functional,
+    aten._native_batch_norm_legit_no_training.default: _batch_norm_no_training,
+    aten.cumsum.default: _cumsum, aten.flip.default: _flip,
     aten._softmax.default: _softmax, aten._log_softmax.default: _log_softmax,
     aten._softmax_backward_data.default: _softmax_backward,
     aten._log_softmax_backward_data.default: _log_softmax_backward,

@@ -72,18 +72,23 @@ class CompiledModel:
 
 class GraphRecord(dict):
     """The record of one ATen graph (a dict: "kind", "native", "fallback",
-    "reasons", "flops_native", "flops_total", "native_share", "kernels",
-    "failed")."""
+    "views" (views PyTorch takes of NeoFlow's results, zero-copy), "reasons",
+    "flops_native", "flops_total", "native_share", "kernels", "failed")."""
 
     def __init__(self, name, kind):
         super().__init__(name=name, kind=kind, native=Counter(), fallback=Counter(),
-                         reasons={}, flops_native=0, flops_total=0, kernels=0, failed=[])
+                         views=Counter(), reasons={}, flops_native=0, flops_total=0,
+                         kernels=0, failed=[])
         self.runners, self.tuner = [], None
 
     def add_native(self, op, flops):
         self["native"][op] += 1
         self["flops_native"] += flops
         self["flops_total"] += flops
+
+    def add_view(self, op):
+        """A view of a NeoFlow result or an input that PyTorch takes (no copy)."""
+        self["views"][op] += 1
 
     def add_fallback(self, op, flops, reason):
         self["fallback"][op] += 1
@@ -150,6 +155,7 @@ def report(model=None):
         for g in c.graphs:
             entry = dict(g)
             entry["native"], entry["fallback"] = dict(g["native"]), dict(g["fallback"])
+            entry["views"] = dict(g["views"])
             entry["native_share"] = g.share()
             out[g["name"]] = entry
     return out
