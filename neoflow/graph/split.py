@@ -67,7 +67,7 @@ def split_stages(outputs):
         merged = merge_sums(body)
         nt = _rewrite(t, merged)
         if nt is None:
-            nt = t if body is t.op.body else _like(t, t.op.axes, body)
+            nt = t if merged is t.op.body else _like(t, t.op.axes, merged)
         new[id(t)] = nt
     return [new.get(id(t), t) for t in outputs], new
 

@@ -103,6 +103,8 @@ def merge_sums(e):
             group[1].append(substitute(t.body, dict(zip(t.axes, group[0].axes))))
         else:
             out.append(t)
+    if all(len(g[1]) == 1 for g in groups):
+        return e                     # no two sums over equal ranges
     total = None
     for t in out:
         if isinstance(t, list):

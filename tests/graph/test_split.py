@@ -118,3 +118,21 @@ def test_untouched_graphs_keep_their_tensors():
     u = nf.compute((4,), lambda i: t[i] + 1.0, name="u")
     outs, mapping = split_stages([u])
     assert outs[0] is u and mapping[id(t)] is t
+
+
+def test_sums_over_equal_ranges_merge_even_where_nothing_else_is_rewritten():
+    # an RNN weight's gradient: one sum per step over the same batch range;
+    # split_stages keeps the merged form although no index-set split or hoist
+    # applies (it used to return the unmerged body: one loop nest per step)
+    xs = [nf.placeholder((5, 3), "float64", name=f"x{t}") for t in range(4)]
+    gs = [nf.placeholder((5, 7), "float64", name=f"g{t}") for t in range(4)]
+    b = nf.reduce_axis(5, name="b")
+    dw = nf.compute((3, 7), lambda i, j: sum(
+        (nf.sum(x[b, i] * g[b, j], axis=b) for x, g in zip(xs[1:], gs[1:])),
+        nf.sum(xs[0][b, i] * gs[0][b, j], axis=b)), name="dw")
+    [out], _ = split_stages([dw])
+    assert len(_whole_space_reductions(out)) == 1
+    feeds = {p: _rand(*p.shape) for p in xs + gs}
+    np.testing.assert_allclose(nf.evaluate(out, feeds), nf.evaluate(dw, feeds), rtol=1e-12)
+    [same], _ = split_stages([out])
+    assert same is out                                     # nothing left to merge: identity kept
