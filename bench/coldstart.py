@@ -13,7 +13,12 @@ libraries -- helps the next), with tuning off and no tuning database:
     fusion (partition and kernel grouping), lowering (schedules to loop IR),
     codegen (loop IR to C), compile (the C compiler, translation units in
     parallel, or cache look-ups when warm), the first step's kernels, and
-    the rest (buffer planning, parameter initialisation, checks).
+    the rest (buffer planning, parameter initialisation, checks);
+  * cc cpu: the CPU seconds (user + system) of the compiler processes of the
+    cold build -- the work the cold start asks of the machine, which other
+    load on it barely changes (wall-clock time it does).
+The compiler's fixed costs are printed once too: one process on an empty
+file, and on the prelude every generated file starts with.
 Writes `coldstart.md` (the table, also printed) and `coldstart.json` to the
 output directory (default bench/results/, not committed). Time is wall-clock
 (time.perf_counter) on whatever else the machine is doing: on a shared
@@ -26,6 +31,7 @@ machine, label the figures as such.
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,6 +92,7 @@ def first_step(name, preset):
     from neoflow import zoo
 
     totals = {}
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with timed_phases(totals):
         t0 = time.perf_counter()
         model = zoo.get(name).build(preset)
@@ -94,11 +101,13 @@ def first_step(name, preset):
         t1 = time.perf_counter()
         trainer.step(batch)
         total = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     totals["first_step"] = total - (t1 - t0)
     totals["other"] = max(0.0, total - sum(totals.get(p, 0.0) for p in PHASES if p != "other"))
     kernels = len(trainer.kernels)
     trainer.close()
-    return total, {p: totals.get(p, 0.0) for p in PHASES}, kernels
+    return total, {p: totals.get(p, 0.0) for p in PHASES}, kernels, cpu
 
 
 def measure(name, preset):
@@ -107,14 +116,14 @@ def measure(name, preset):
     with tempfile.TemporaryDirectory(prefix="nf-coldstart-") as cache:
         os.environ["NEOFLOW_CACHE_DIR"] = cache
         try:
-            cold, cold_phases, kernels = first_step(name, preset)
-            warm, warm_phases, _ = first_step(name, preset)
+            cold, cold_phases, kernels, cc_cpu = first_step(name, preset)
+            warm, warm_phases, _, _ = first_step(name, preset)
         finally:
             if before is None:
                 os.environ.pop("NEOFLOW_CACHE_DIR")
             else:
                 os.environ["NEOFLOW_CACHE_DIR"] = before
-    return {"network": name, "preset": preset, "kernels": kernels,
+    return {"network": name, "preset": preset, "kernels": kernels, "cc_cpu_s": cc_cpu,
             "cold_s": cold, "warm_s": warm, "cold": cold_phases, "warm": warm_phases}
 
 
@@ -128,12 +137,36 @@ def _in_subprocess(name, preset):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def compiler_costs(repeats=3):
+    """{"empty", "prelude": median seconds} of one compiler process with the
+    kernels' flags, on a one-line file and on the prelude every generated
+    file starts with: what each translation unit pays before its kernels."""
+    from neoflow.codegen.c.prelude import PRELUDE
+    from neoflow.toolchain.compiler import compile_flags, compile_shared, find_compiler
+    cc = find_compiler()
+    flags = compile_flags(cc, openmp=True, sanitize=False)
+    stub = "int nf_stub(void) { return 0; }\n"
+    costs = {}
+    with tempfile.TemporaryDirectory(prefix="nf-coldstart-cc-") as tmp:
+        for label, text in (("empty", stub), ("prelude", PRELUDE + stub)):
+            source = Path(tmp, f"{label}.c")
+            source.write_text(text)
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                compile_shared(cc, flags, source, Path(tmp, f"{label}.so"))
+                times.append(time.perf_counter() - t0)
+            costs[label] = sorted(times)[len(times) // 2]
+    return costs
+
+
 def markdown(rows):
-    head = ["network", "kernels", "cold s", "warm s"] + [f"cold {p}" for p in PHASES] \
+    head = ["network", "kernels", "cold s", "warm s", "cc cpu s"] + [f"cold {p}" for p in PHASES] \
         + [f"warm {p}" for p in PHASES]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["network"], str(r["kernels"]), f"{r['cold_s']:.2f}", f"{r['warm_s']:.2f}"]
+        cells = [r["network"], str(r["kernels"]), f"{r['cold_s']:.2f}", f"{r['warm_s']:.2f}",
+                 f"{r['cc_cpu_s']:.2f}"]
         cells += [f"{r['cold'][p]:.2f}" for p in PHASES] + [f"{r['warm'][p]:.2f}" for p in PHASES]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -142,20 +175,22 @@ def markdown(rows):
 def run_bench(networks=NETWORKS, preset="default", out_dir=DEFAULT_OUT, in_process=False,
               log=print):
     """Cold and warm start of `networks`; writes coldstart.md / .json under
-    `out_dir` and returns {"rows", "markdown", "files"}."""
+    `out_dir` and returns {"rows", "compiler", "markdown", "files"}."""
     rows = []
     for name in networks:
         row = measure(name, preset) if in_process else _in_subprocess(name, preset)
         log(f"[coldstart] {name}: cold {row['cold_s']:.2f} s, warm {row['warm_s']:.2f} s "
             f"(compile {row['cold']['compile']:.2f} s cold)")
         rows.append(row)
+    costs = compiler_costs()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(rows)
+    table = markdown(rows) + (f"\none compiler process: {costs['empty']:.3f} s on an empty file, "
+                              f"{costs['prelude']:.3f} s on the prelude alone\n")
     files = {"markdown": str(out / "coldstart.md"), "json": str(out / "coldstart.json")}
     Path(files["markdown"]).write_text(table)
-    Path(files["json"]).write_text(json.dumps({"rows": rows}, indent=1))
-    return {"rows": rows, "markdown": table, "files": files}
+    Path(files["json"]).write_text(json.dumps({"rows": rows, "compiler": costs}, indent=1))
+    return {"rows": rows, "compiler": costs, "markdown": table, "files": files}
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
 """Training-step benchmark: NeoFlow (tuning off) against PyTorch eager on the
-example networks (examples/models.py) — ms/step (median), kernels or ATen ops
-per step, and peak memory of a step.
+example networks (neoflow.zoo's, at the sizes the examples train them at) —
+ms/step (median), kernels or ATen ops per step, and peak memory of a step.
 
 Each framework is timed alone in a process of its own with its default
 threading (`--side neoflow` / `--side torch`, neoflow.zoo.solo.run_side),
@@ -16,10 +16,8 @@ op's new output storages and a finaliser drops them when they are freed).
 import argparse
 import json
 import statistics
-import sys
 import time
 import weakref
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,14 +25,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 import neoflow as nf
+from neoflow import zoo
 from neoflow.zoo.solo import run_side, summarize, time_blocks
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from models import SPECS  # noqa: E402
-
-CONFIGS = {"mlp": dict(batch=64), "lenet": dict(batch=32),
-           "lltm": dict(batch=32, build=dict(steps=8, n_in=4), data=dict(steps=8, n_in=4)),
-           "milstm": dict(batch=32, build=dict(steps=8, n_in=4), data=dict(steps=8, n_in=4))}
+# the zoo's default sizes with these overrides: the sizes the examples train at
+CONFIGS = {"mlp": dict(batch=64), "lenet": dict(batch=32, image=16),
+           "lltm": dict(batch=32, steps=8, n_in=4, state=16, n_out=1),
+           "milstm": dict(batch=32, steps=8, n_in=4, hidden=16, classes=2)}
 LR, MOMENTUM = 0.01, 0.9
 BLOCKS = 5
 
@@ -82,11 +79,10 @@ def _timed(fn, steps):
 
 def bench_side(name, steps, side):
     """One framework's figures for example model `name`, timed in this process."""
-    spec, cfg = SPECS[name], CONFIGS[name]
-    net = spec.build(cfg["batch"], **cfg.get("build", {}))
-    batch = spec.batch(np.random.default_rng(0), cfg["batch"], **cfg.get("data", {}))
+    model = zoo.get(name).build(**CONFIGS[name])
+    batch = model.make_batch(np.random.default_rng(0))
     t0 = time.perf_counter()
-    trainer = nf.Trainer(net.loss, optimizer=nf.optim.SGD(lr=LR, momentum=MOMENTUM),
+    trainer = nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=LR, momentum=MOMENTUM),
                          tuning="off")
     with trainer:
         if side == "neoflow":
@@ -99,21 +95,21 @@ def bench_side(name, steps, side):
             return row
         values = trainer.parameters()        # the same initial parameters; never stepped here
     tbatch = {k: torch.from_numpy(v) for k, v in batch.items()}
-    params = {k: torch.tensor(v, requires_grad=True) for k, v in values.items()}
-    opt = torch.optim.SGD(list(params.values()), lr=LR, momentum=MOMENTUM)
+    twin = model.torch_model(values)
+    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
 
     def torch_step():
         opt.zero_grad()
-        spec.torch_loss(params, tbatch).backward()
+        twin(tbatch).backward()
         opt.step()
 
     torch_step()
     row = {"torch_ms": _timed(torch_step, steps)}
-    persistent = list(params.values()) + list(tbatch.values()) + [
+    persistent = list(twin.tensors().values()) + list(tbatch.values()) + [
         v for state in opt.state.values() for v in state.values() if torch.is_tensor(v)]
     opt.zero_grad()
     with StepMemory([t.untyped_storage() for t in persistent]) as mem:
-        spec.torch_loss(params, tbatch).backward()
+        twin(tbatch).backward()
         opt.step()
     row["aten_ops"] = mem.ops
     row["torch_peak"] = sum(t.untyped_storage().nbytes() for t in persistent) + mem.peak

@@ -1,6 +1,7 @@
 """Data for the examples: scikit-learn's bundled 8x8 digits, split into train
 and test sets, as flat vectors or as upsampled images; random minibatches;
-and `train_digits`, the train-then-test loop of the digit examples.
+and `train_digits`, the train-then-test loop of the digit examples (the
+zoo's MLP and LeNet-5).
 
 >>> train, test = digits(image_size=None)
 >>> train["x"].shape, train["y"].dtype
@@ -9,6 +10,7 @@ and `train_digits`, the train-then-test loop of the digit examples.
 import numpy as np
 
 import neoflow as nf
+from neoflow import zoo
 from progress import fit
 
 
@@ -44,19 +46,22 @@ def minibatches(data, batch, seed=0):
             yield {k: v[rows] for k, v in data.items()}
 
 
-def train_digits(build, image_size, args, desc):
-    """Train `build(batch)`'s network on the digits with SGD-momentum and print
-    the test accuracy (a copy built for the whole test set shares the
-    parameter names, so it runs the trained values).
+def train_digits(name, image_size, args):
+    """Train the zoo classifier `name` ("mlp", or "lenet" with `image_size`)
+    on the digits with SGD-momentum and print the test accuracy (a copy built
+    for the whole test set shares the parameter names, so its logits come
+    from the trained values).
 
-    >>> train_digits(build_mlp, None, args, "mlp")   # doctest: +SKIP
+    >>> train_digits("mlp", None, args)   # doctest: +SKIP
     """
     train, test = digits(image_size=image_size)
-    net, test_net = build(args.batch), build(len(test["y"]))
+    sizes = {} if image_size is None else {"image": image_size}
+    net = zoo.get(name).build(batch=args.batch, **sizes)
+    test_net = zoo.get(name).build(batch=len(test["y"]), **sizes)
     optimizer = nf.optim.SGD(lr=args.lr, momentum=0.9)
     with nf.Trainer(net.loss, optimizer=optimizer, tuning="off", seed=args.seed) as trainer:
-        fit(trainer, minibatches(train, args.batch, args.seed), args.steps, desc)
-        logits = trainer.run(test_net.output, {"x": test["x"]})
+        fit(trainer, minibatches(train, args.batch, args.seed), args.steps, name)
+        logits = trainer.run(test_net.outputs["logits"], {"x": test["x"]})
         print(f"test accuracy: {np.mean(logits.argmax(axis=1) == test['y']):.4f}  "
               f"({trainer.stats()['step_ms']:.2f} ms/step, "
               f"{trainer.stats()['kernels']} kernels/step)")

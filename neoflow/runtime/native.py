@@ -10,7 +10,9 @@ knows for it (else the default), are shared out among a few C files of
 about equal size (twice as many as cores: one compiler subprocess each, all
 at once from a thread pool); the step entry (`generate_entry`) calls kernel
 n through its table entry n, into which the address of kernel n's code --
-read from the table of the library that holds it -- is written.
+read from the table of the library that holds it -- is written. Kernels of
+equal structure and schedule (an unrolled recurrence's steps) are compiled
+once and share that address (`shared_kernels`).
 
 Hot swap: `NativeStep.prepare(n, config)` (any thread) compiles kernel n
 under another schedule into a library of its own (the source the tuner
@@ -36,7 +38,7 @@ from ..toolchain import CompiledLibrary, compile_c
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
-from ..schedule.loop_ir import Program, nodes
+from ..schedule.loop_ir import Load, Program, nodes
 from ..schedule.lower import lower_kernel
 from ..tune.database import best_configs
 
@@ -106,6 +108,24 @@ def translation_units(sizes, apart, count):
         if side:
             out += [[side[j] for j in g] for g in share_out([sizes[n] for n in side], count)]
     return out
+
+
+def shared_kernels(kernels, configs, funcs, sides):
+    """Per kernel, the index of the kernel whose compiled code it runs: the
+    first of equal structure (`Kernel.key`), schedule and side (`sides[n]`:
+    say, its aliasing and whether it is an update), unless its lowered code
+    `funcs[n]` has a checked read (numbered in the program: that code is its
+    own). An unrolled recurrence repeats its step's kernels: LLTM's 29
+    kernels are 18 distinct ones.
+
+    >>> shared_kernels(kernels, configs, program.kernels, [False] * len(kernels))  # doctest: +SKIP
+    [0, 1, 2, 1, 2, 5]
+    """
+    first, same = {}, []
+    for n, (kernel, config, func, side) in enumerate(zip(kernels, configs, funcs, sides)):
+        checked = any(isinstance(x, Load) and x.checks for x in nodes(func.body))
+        same.append(n if checked else first.setdefault((kernel.key, config.to_json(), side), n))
+    return same
 
 
 @dataclass
@@ -186,8 +206,14 @@ class NativeStep:
         program = lower_program(kernels, self.configs, leaves, outputs)
         self._sites_lock = threading.Lock()   # candidates number their checked reads in turn
         self._program = program
-        sizes = [sum(1 for _ in nodes(f.body)) for f in program.kernels]   # (printing twice costs)
-        groups = translation_units(sizes, apart, 2 * (jobs or os.cpu_count() or 1))
+        updates = set(apart)
+        same = shared_kernels(kernels, self.configs, program.kernels,
+                              [(a, n in updates) for n, a in enumerate(self._aliased)])
+        unique = [n for n, m in enumerate(same) if m == n]    # each compiled once
+        sizes = [sum(1 for _ in nodes(program.kernels[n].body)) for n in unique]  # (not printed twice)
+        groups = translation_units(sizes, [j for j, n in enumerate(unique) if n in updates],
+                                   2 * (jobs or os.cpu_count() or 1))
+        groups = [[unique[j] for j in g] for g in groups]
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)
@@ -208,6 +234,10 @@ class NativeStep:
         for group, library in zip(groups, libraries):
             for slot, n in enumerate(group):
                 self._install(Candidate(n, self.configs[n], library, slot))
+        for n, m in enumerate(same):
+            if m != n:
+                self._install(Candidate(n, self.configs[n], self._running[m].library,
+                                        self._running[m].slot))
 
     def __call__(self):
         """Run one step."""

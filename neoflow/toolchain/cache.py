@@ -7,6 +7,8 @@
 # never sees half a file, and a library another process has mapped is never
 # rewritten in place. An entry is handed on only if it verifies (regular file,
 # ours, not group/world-writable, digest matches); anything else is rebuilt.
+# <cache>/probes/<key> records a compiler probe that passed (a flag the
+# compiler accepts), so a new process does not compile the probes again.
 from __future__ import annotations
 
 import atexit
@@ -108,6 +110,36 @@ def store(key: str, source: str, build: Callable[[Path, Path], None]) -> Path:
     # Published after the library: a reader that sees the new digest sees the new library.
     _publish(library.with_suffix(".sha256"), digest.encode())
     return library
+
+
+def probe_passed(key: str) -> bool:
+    """Whether a compiler probe with `key` (see `probe_key`) passed before, as
+    recorded by `record_probe` in this cache (only passes are recorded).
+
+    >>> probe_passed(probe_key("/usr/bin/cc", "cc 12.2.0", "-fopenmp", source))  # doctest: +SKIP
+    True
+    """
+    return _trusted(cache_dir() / "probes" / key)
+
+
+def record_probe(key: str) -> None:
+    """Remember that the compiler probe `key` passed (one empty file per pass).
+
+    >>> record_probe(probe_key("/usr/bin/cc", "cc 12.2.0", "-fopenmp", source))  # doctest: +SKIP
+    """
+    probes = cache_dir() / "probes"
+    probes.mkdir(mode=0o700, exist_ok=True)
+    _publish(probes / key, b"")
+
+
+def probe_key(*parts: str) -> str:
+    """The key of a compiler probe: sha256 of the driver version and `parts`
+    (the compiler's identity, the flag, the probe's source...).
+
+    >>> len(probe_key("/usr/bin/cc", "cc 12.2.0", "-fopenmp"))
+    64
+    """
+    return hashlib.sha256(json.dumps([DRIVER_VERSION, "probe", *parts]).encode()).hexdigest()
 
 
 def _configured_root() -> Path:

@@ -1,8 +1,10 @@
 # build/compiler: the system C compiler driver.
 #
 # Finds a C compiler (env CC, else cc, gcc, clang on PATH), settles the flags
-# this machine accepts (probed once per process), and turns one C file into a
-# shared library. It hands on a library file on disk, or a BuildError whose
+# this machine accepts (probed at once, in parallel, the first time a compiler
+# is used; a pass is remembered in the kernel cache, keyed by the compiler's
+# path, version and file, so later processes skip it), and turns one C file
+# into a shared library. It hands on a library file on disk, or a BuildError whose
 # message is short enough to read. No -ffast-math: kernels must agree with the
 # NumPy reference, NaN and inf included.
 from __future__ import annotations
@@ -15,11 +17,13 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from neoflow.errors import BuildError, CompilerNotFoundError
+from neoflow.toolchain import cache
 
 _SEARCHED = ("cc", "gcc", "clang")
 # Generated code never reads errno: -fno-math-errno lets the compiler treat
@@ -96,6 +100,7 @@ def compile_flags(
      '-march=native', '-fno-tree-loop-if-convert', '-fopenmp')
     """
     flags = ["-O1" if sanitize else "-O3", *_BASE_FLAGS]
+    _probe_all(cc.path, (_NATIVE, _NO_IF_CONVERSION) + ((_OPENMP,) if openmp else ()))
     if _accepts(cc.path, _NATIVE):
         flags.append(_NATIVE)
     if _accepts(cc.path, _NO_IF_CONVERSION):
@@ -191,14 +196,36 @@ def _version_line(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _probe_all(path: str, flags: tuple[str, ...]) -> None:
+    """Probe `flags` at once (one compiler each) rather than one after another."""
+    with ThreadPoolExecutor(len(flags)) as pool:
+        list(pool.map(lambda flag: _accepts(path, flag), flags))
+
+
+@functools.lru_cache(maxsize=None)
 def _accepts(path: str, flag: str) -> bool:
-    """Whether the compiler builds a tiny shared library with `flag` (once per process)."""
+    """Whether the compiler builds a tiny shared library with `flag` (once per
+    process; a pass is kept in the cache for the next)."""
     probe = _OPENMP_PROBE if flag == _OPENMP else _PLAIN_PROBE
+    key = cache.probe_key(path, _version_line(path), _file_identity(path), shlex.join(_BASE_FLAGS),
+                          flag, probe)
+    if cache.probe_passed(key):
+        return True
     with tempfile.TemporaryDirectory(prefix="neoflow-probe-") as tmp:
         source = Path(tmp, "probe.c")
         source.write_text(probe)
         command = [path, *_BASE_FLAGS, flag, "-o", str(Path(tmp, "probe.so")), str(source)]
-        return subprocess.run(command, capture_output=True).returncode == 0
+        passed = subprocess.run(command, capture_output=True).returncode == 0
+    if passed:
+        cache.record_probe(key)
+    return passed
+
+
+def _file_identity(path: str) -> str:
+    """The compiler executable's file (resolved through links): device, inode,
+    size and modification time -- a reinstalled compiler is probed anew."""
+    info = os.stat(path)
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}"
 
 
 @functools.lru_cache(maxsize=None)

@@ -7,7 +7,7 @@ each with a PyTorch twin of identical semantics and synthetic data.
 >>> batch = model.make_batch(np.random.default_rng(0))
 >>> float(nf.evaluate(model.loss, {**batch, **values}))     # values: {name: ndarray}
 """
-from . import (capsnet, lenet, lltm, milstm, mobilenet_v2, scrnn, shufflenet, sublstm,
+from . import (capsnet, lenet, lltm, milstm, mlp, mobilenet_v2, scrnn, shufflenet, sublstm,
                transformer)
 from . import lstm_scan
 from . import dcgan, resnet3d, yolo
@@ -16,7 +16,7 @@ from .network import Model, Network, ParamSet
 NETWORKS = {n.name: n for n in (
     milstm.NETWORK, scrnn.NETWORK, sublstm.NETWORK, lltm.NETWORK, capsnet.NETWORK,
     lenet.NETWORK, mobilenet_v2.NETWORK, shufflenet.NETWORK, transformer.NETWORK,
-    lstm_scan.NETWORK, yolo.NETWORK, resnet3d.NETWORK, dcgan.NETWORK)}
+    lstm_scan.NETWORK, yolo.NETWORK, resnet3d.NETWORK, dcgan.NETWORK, mlp.NETWORK)}
 
 
 def get(name):

@@ -5,7 +5,8 @@ trainable subsampling, a full C3 connection table, cross-entropy.
     conv 5x5, 6 (padding 2) - relu - maxpool 2
     conv 5x5, 16 - relu - maxpool 2 - dense 120 - relu - dense 84 - relu - dense classes
 
-Only stock nf.nn operators: it is the standard-network baseline.
+Only stock nf.nn operators: it is the standard-network baseline. Besides
+the loss it hands on its logits (`Model.outputs["logits"]`).
 
 Hands on: the `NETWORK` record (see zoo.network).
 """
@@ -29,7 +30,7 @@ def _build(ps, dtype, batch, image, c1, c2, f1, f2, classes):
                      ps(f"fc{n}.bias", (out,), "zeros"))
         h = nn.relu(h) if n < 3 else h
         width = out
-    return nn.cross_entropy(h, y), {"x": x, "y": y}
+    return nn.cross_entropy(h, y), {"x": x, "y": y}, {"logits": h}
 
 
 def _torch_loss(p, data, **_):

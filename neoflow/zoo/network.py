@@ -7,7 +7,9 @@ A network module hands three functions over the same keyword sizes to its
 `Network` record (users reach them through `Network.build` and `Model`):
 
     _build(ps, dtype, **sizes) -> (loss, {input name: placeholder})
-        ps is a `ParamSet`: every nf.parameter is made through it
+        ps is a `ParamSet`: every nf.parameter is made through it; a third
+        item {output name: tensor} may name tensors besides the loss that a
+        user reads (a classifier's "logits", to score a test set)
     _torch_loss(p, data, **sizes) -> 0-d torch tensor
         p: {parameter name: torch tensor}, data: {input name: torch tensor}
     _make_batch(rng, dtype, **sizes) -> {input name: ndarray}
@@ -50,7 +52,7 @@ class ParamSet:
 
 
 class Network:
-    """One architecture of the zoo: `kind` is "novel", "cnn" or "transformer";
+    """One architecture of the zoo: `kind` is "novel", "cnn", "transformer" or "mlp";
     `defaults` are the benchmark's sizes, `small` a tiny preset for tests;
     `lr` the SGD learning rate it trains stably at where the tests' and the
     benchmark's own would diverge (None: theirs); `phases` the names of its
@@ -107,8 +109,8 @@ class Network:
                                  f"{phase!r}")
             extra = {"phase": phase}
         ps = ParamSet(dtype)
-        loss, inputs = self._build(ps, dtype, **extra, **sizes)
-        return Model(self, sizes, dtype, loss, inputs, ps, phase)
+        loss, inputs, *outputs = self._build(ps, dtype, **extra, **sizes)
+        return Model(self, sizes, dtype, loss, inputs, ps, phase, *outputs)
 
     def build_phases(self, preset="default", dtype="float32", **overrides):
         """One `Model` per training phase (one for a network without phases).
@@ -121,8 +123,9 @@ class Network:
 
 class Model:
     """A built network: `loss` (0-d), `inputs` {name: placeholder}, `params`
-    {name: nf.parameter}, `trainable` (names of the requires_grad ones), and
-    the matching PyTorch twin and data.
+    {name: nf.parameter}, `trainable` (names of the requires_grad ones),
+    `outputs` {name: tensor} (what the network names besides the loss, e.g.
+    "logits"; often empty), and the matching PyTorch twin and data.
 
     >>> model = zoo.get("lenet").build("small")
     >>> batch = model.make_batch(np.random.default_rng(0))
@@ -130,9 +133,9 @@ class Model:
     ...     loss = trainer.step(batch)
     """
 
-    def __init__(self, network, sizes, dtype, loss, inputs, ps, phase=None):
+    def __init__(self, network, sizes, dtype, loss, inputs, ps, phase=None, outputs=None):
         self.network, self.sizes, self.dtype, self.phase = network, sizes, dtype, phase
-        self.loss, self.inputs = loss, inputs
+        self.loss, self.inputs, self.outputs = loss, inputs, dict(outputs or {})
         self.params, self.trainable = ps.tensors, list(ps.trainable)
 
     def __repr__(self):

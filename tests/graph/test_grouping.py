@@ -2,7 +2,6 @@
 optimizer updates fused into the gradient's kernel, run-order and in-place
 legality of the grouped training step, and the explain / Graphviz views."""
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,7 @@ from neoflow.graph.explain import to_graphviz
 from neoflow.graph.grouping import SIBLING_CACHE_BYTES
 from neoflow.graph.training import training_graph
 from neoflow.te.visit import tensor_inputs
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from models import SPECS  # noqa: E402
+from zoo_models import build
 
 
 def gate_cell(n=4, d=8, dtype="float64"):
@@ -98,7 +95,7 @@ def check_legal(graph, kernels):
 @pytest.mark.parametrize("optimizer", [nf.optim.SGD(lr=0.1, momentum=0.9),
                                        nf.optim.Adam(lr=0.01)], ids=["sgd", "adam"])
 def test_updates_join_the_gradient_kernel_and_the_order_stays_legal(name, optimizer):
-    net = SPECS[name].build(batch=8)
+    net = build(name)
     g = training_graph(net.loss, optimizer)
     fused, part = fuse_training_graph(g)
     check_legal(fused, part.kernels)
@@ -115,7 +112,7 @@ def test_updates_join_the_gradient_kernel_and_the_order_stays_legal(name, optimi
 def test_sunk_gradient_waits_for_the_readers_of_its_parameter():
     """MI-LSTM's alpha is read by later gradient computes: its gradient kernel
     moves after them, so alpha's in-place update can be its epilogue."""
-    net = SPECS["milstm"].build(batch=8)
+    net = build("milstm")
     fused, part = fuse_training_graph(training_graph(net.loss, nf.optim.SGD(0.1, 0.9)))
     (kernel,) = [k for k in part.kernels if any(t.name == "mi.alpha.new" for t in k.stages)]
     names = [t.name for t in kernel.stages]
@@ -140,7 +137,7 @@ def test_explain_lists_groups_and_dot():
 
 
 def test_explain_trainer_names_the_update_fusion():
-    net = SPECS["mlp"].build(batch=4)
+    net = build("mlp", batch=4)
     with nf.Trainer(net.loss, optimizer=nf.optim.SGD(lr=0.1, momentum=0.9),
                     backend="reference") as tr:
         text = nf.explain(tr)
@@ -165,8 +162,8 @@ def test_milstm_adam_trainer_fused_matches_unfused():
     gradients (alpha's after the later readers of alpha) change no result."""
     results = []
     for fusion in (False, True):
-        net = SPECS["milstm"].build(batch=8)
-        data = SPECS["milstm"].batch(np.random.default_rng(1), 8, "float32")
+        net = build("milstm")
+        data = net.make_batch(np.random.default_rng(1))
         with nf.Trainer(net.loss, optimizer=nf.optim.Adam(lr=0.01), fusion=fusion) as tr:
             losses = [tr.step(data) for _ in range(3)]
             results.append((losses, tr.parameters()))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from neoflow.toolchain import asan_runtime_path, cache_dir, compile_c, driver
+from neoflow.toolchain import asan_runtime_path, cache_dir, compile_c, compiler, driver
 from neoflow.toolchain.compiler import find_compiler
 from neoflow.errors import BuildError, CompilerNotFoundError
 
@@ -259,6 +259,36 @@ def test_refused_flags_fall_back_to_a_portable_build(
         compile_c(ADD)
     assert len(warned) == 1
     assert lib.get("threads", [], ctypes.c_int)() == 1
+
+
+def test_passed_flag_probes_are_remembered_in_the_cache(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrapper = tmp_path / "wrapped-cc"            # a compiler of its own: no probe of it is known
+    wrapper.write_text(f'#!/bin/sh\nexec {find_compiler().path} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    probes: list[list[str]] = []
+    real_run = compiler.subprocess.run
+
+    def counting(command, *args, **kwargs):
+        if any(str(a).endswith("probe.c") for a in command):
+            probes.append(command)
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(compiler.subprocess, "run", counting)
+
+    def fresh_process_flags() -> tuple[str, ...]:
+        compiler._accepts.cache_clear()          # as a new process starts
+        compiler._probe_all.cache_clear()
+        return compiler.compile_flags(find_compiler(), openmp=True, sanitize=False)
+
+    first = fresh_process_flags()
+    assert len(probes) == 3 and "-march=native" in first and "-fopenmp" in first
+    assert len(list((cache / "probes").iterdir())) == 3
+    assert fresh_process_flags() == first and len(probes) == 3     # none compiled again
+    wrapper.write_text(wrapper.read_text() + "# reinstalled\n")   # another file: probed anew
+    assert fresh_process_flags() == first and len(probes) == 6
 
 
 @pytest.mark.skipif(asan_runtime_path() is None, reason="compiler has no AddressSanitizer runtime")

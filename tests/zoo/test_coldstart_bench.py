@@ -23,6 +23,8 @@ def test_coldstart_smoke(script, tmp_path, capsys):
         assert row["cold"][phase] > 0, phase
     assert row["warm"]["compile"] < row["cold"]["compile"]    # cache hits only
     assert abs(sum(row["cold"].values()) - row["cold_s"]) < 1e-6 + 0.05 * row["cold_s"]
+    assert row["cc_cpu_s"] > 0                                 # the compilers' CPU time
+    assert 0 < report["compiler"]["empty"] and 0 < report["compiler"]["prelude"]
     for path in report["files"].values():
         assert Path(path).stat().st_size > 0
     assert "| lltm |" in capsys.readouterr().out

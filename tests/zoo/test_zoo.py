@@ -124,7 +124,7 @@ ISSUE_SIZES = {   # issue 8: the sizes the paper's networks are benchmarked at
 
 def test_every_issue_network_is_in_the_zoo():
     assert set(ISSUE_SIZES) | {"lenet", "transformer", "lstm_scan", "yolo", "resnet3d",
-                               "dcgan"} == set(zoo.NETWORKS)
+                               "dcgan", "mlp"} == set(zoo.NETWORKS)
     kinds = {n.name: n.kind for n in zoo.NETWORKS.values()}
     assert {k for k, v in kinds.items() if v == "novel"} == {
         "milstm", "scrnn", "sublstm", "lltm", "capsnet", "lstm_scan"}
@@ -148,6 +148,19 @@ def test_default_build_is_a_scalar_loss_with_a_matching_twin(name):
     assert sum(p.numel() for p in twin.parameters()) == sum(
         int(np.prod(model.params[n].shape)) for n in model.trainable)
     assert set(twin.values()) == set(model.params)
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet"])
+def test_classifiers_hand_on_the_logits_their_loss_is_taken_of(name):
+    model = zoo.get(name).build("small", dtype="float64")
+    batch = model.make_batch(np.random.default_rng(0))
+    logits, loss = nf.evaluate([model.outputs["logits"], model.loss],
+                               feed_of(model, batch, draw_values(model)))
+    assert logits.shape == (model.sizes["batch"], model.sizes["classes"])
+    expected = torch.nn.functional.cross_entropy(torch.from_numpy(logits),
+                                                 torch.from_numpy(batch["y"]))
+    assert float(loss) == pytest.approx(expected.item(), rel=1e-12)
+    assert zoo.get("lltm").build("small").outputs == {}
 
 
 def test_capsnet_default_has_1152_primary_capsules():

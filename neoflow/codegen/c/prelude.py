@@ -114,32 +114,45 @@ static inline nf_vf64 nf_splat_f64(double x) {
 # column panels, schedule/lower.py): d[r * ds + c] = s[c * ss + r]. With AVX,
 # 8 row loads, 24 shuffles and 8 row stores; a C loop gathers element by
 # element (packing MI-LSTM's 1024x256 weight: 35 us against 40 on 2 cores,
-# 38-53 against 68-71 on one).
+# 38-53 against 68-71 on one). The shuffles are the AVX intrinsics' lane
+# patterns written as __builtin_shufflevector on a vector type (gcc >= 12 and
+# clang print the same vunpck/vshufps/vperm instructions) rather than through
+# <immintrin.h>: parsing that header cost every translation unit 0.3 s of
+# compile time, a third of a small kernel file's.
 _TRANSPOSE = """\
-#if defined(__AVX__)
-#include <immintrin.h>
+#if defined(__AVX__) && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define NF_TRANSPOSE8_SHUFFLE 1
+#endif
+#endif
+#ifdef NF_TRANSPOSE8_SHUFFLE
+typedef float nf_v8f32 __attribute__((vector_size(32), aligned(4), may_alias));
+#define NF_UNPACKLO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13)
+#define NF_UNPACKHI(a, b) __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15)
+#define NF_LO2(a, b) __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13)
+#define NF_HI2(a, b) __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15)
+#define NF_LO4(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11)
+#define NF_HI4(a, b) __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15)
 static inline void nf_transpose8_f32(float* restrict d, int64_t ds,
                                      const float* restrict s, int64_t ss) {
-    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ss),
-           r2 = _mm256_loadu_ps(s + 2 * ss), r3 = _mm256_loadu_ps(s + 3 * ss),
-           r4 = _mm256_loadu_ps(s + 4 * ss), r5 = _mm256_loadu_ps(s + 5 * ss),
-           r6 = _mm256_loadu_ps(s + 6 * ss), r7 = _mm256_loadu_ps(s + 7 * ss);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
-           t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
-           t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
+    nf_v8f32 r0 = *(const nf_v8f32*)s, r1 = *(const nf_v8f32*)(s + ss),
+             r2 = *(const nf_v8f32*)(s + 2 * ss), r3 = *(const nf_v8f32*)(s + 3 * ss),
+             r4 = *(const nf_v8f32*)(s + 4 * ss), r5 = *(const nf_v8f32*)(s + 5 * ss),
+             r6 = *(const nf_v8f32*)(s + 6 * ss), r7 = *(const nf_v8f32*)(s + 7 * ss);
+    nf_v8f32 t0 = NF_UNPACKLO(r0, r1), t1 = NF_UNPACKHI(r0, r1),
+             t2 = NF_UNPACKLO(r2, r3), t3 = NF_UNPACKHI(r2, r3),
+             t4 = NF_UNPACKLO(r4, r5), t5 = NF_UNPACKHI(r4, r5),
+             t6 = NF_UNPACKLO(r6, r7), t7 = NF_UNPACKHI(r6, r7);
+    nf_v8f32 u0 = NF_LO2(t0, t2), u1 = NF_HI2(t0, t2), u2 = NF_LO2(t1, t3), u3 = NF_HI2(t1, t3),
+             u4 = NF_LO2(t4, t6), u5 = NF_HI2(t4, t6), u6 = NF_LO2(t5, t7), u7 = NF_HI2(t5, t7);
+    *(nf_v8f32*)d = NF_LO4(u0, u4);
+    *(nf_v8f32*)(d + ds) = NF_LO4(u1, u5);
+    *(nf_v8f32*)(d + 2 * ds) = NF_LO4(u2, u6);
+    *(nf_v8f32*)(d + 3 * ds) = NF_LO4(u3, u7);
+    *(nf_v8f32*)(d + 4 * ds) = NF_HI4(u0, u4);
+    *(nf_v8f32*)(d + 5 * ds) = NF_HI4(u1, u5);
+    *(nf_v8f32*)(d + 6 * ds) = NF_HI4(u2, u6);
+    *(nf_v8f32*)(d + 7 * ds) = NF_HI4(u3, u7);
 }
 #else
 static inline void nf_transpose8_f32(float* restrict d, int64_t ds,
