@@ -24,9 +24,12 @@ Two halves, one in each process of runtime/tuner_process.py:
   database's best for their kernel (timed in the step, they replace any
   isolated record).
 
-A free core (training leaves one idle: data loading, evaluation, fewer
-threads) makes a trial free, as before: the child's work then uses only
-idle CPU time.
+With a free core (training leaves one idle: data loading, evaluation,
+fewer threads) a trial costs little (tune/payoff.py's FREE_COST): the child
+works at idle priority, in CPU time training leaves. While training keeps
+every core busy a trial costs its full CPU time, and one that pays for
+that runs at normal priority (at idle priority it would never run there);
+the child goes back to idle priority after it.
 
 Hands on: the "ask" replies, verdicts and counts the TunerProcess serves.
 """
@@ -44,6 +47,7 @@ from ..tune.search import Search
 from ..tune.tuner import _past_trials
 
 SCREEN_SLOWER = 1.5   # a candidate this much slower than the running schedule alone is dropped
+PROPOSE = 8           # the search proposes this many; the first is tried
 WAIT_S = 0.5          # the child asks again after this long when no trial pays
 
 
@@ -92,7 +96,7 @@ class TrialMaker:
             self._running_s[key] = r.median_s if r.status == "ok" else None
             self._store(key, [r])
             search.observe([(running, r.median_s)])
-        configs = search.propose(1)
+        configs = search.propose(PROPOSE)[:1]   # (a batch's worth of tries finds one)
         if not configs:
             return None, "the schedule space has nothing left to try"
         [r] = measurer.measure(configs)
@@ -157,11 +161,16 @@ class StepBudget:
         self._lock = threading.Lock()
         self.reply = None           # set by the TunerProcess: sends a message to the child
 
+    def finished_keys(self):
+        """The kernels with no trial left (their tuning is over)."""
+        p = self.payoff
+        return {key for key, k in p.kernels.items()
+                if k.done or k.wins + k.losses >= p.max_trials}
+
     @property
     def finished(self):
         """True when no kernel has a trial left."""
-        p = self.payoff
-        return all(k.done or k.wins + k.losses >= p.max_trials for k in p.kernels.values())
+        return len(self.finished_keys()) == len(self.payoff.kernels)
 
     def pays(self):
         """True when some kernel's next trial pays (before the child is forked)."""
@@ -170,15 +179,19 @@ class StepBudget:
 
     def decide(self):
         """The reply to the child's "ask": ("tune", key, running config
-        JSON), ("wait", seconds) or ("stop",)."""
+        JSON, whether every core is busy), ("wait", seconds) or ("stop",).
+        A trial that pays while every core is busy runs at normal priority
+        (at idle priority it would get no CPU at all there; its cost is the
+        one the budget counted)."""
         with self._lock:
             if self.finished:
                 return ("stop",)
             steps, running = self.view()
-            key = self.payoff.next_kernel(steps, self.busy())
+            busy = self.busy()
+            key = self.payoff.next_kernel(steps, busy)
             if key is None:
                 return ("wait", WAIT_S)
-            return ("tune", key, running[key][0].to_json())
+            return ("tune", key, running[key][0].to_json(), busy)
 
     def screened(self, key, status, core_s):
         """A candidate of `key` dropped before the step (or the space ran dry)."""

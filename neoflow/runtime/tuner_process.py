@@ -110,8 +110,9 @@ class TunerProcess:
         stop = self.tuner.stop_event
         if self.in_step:
             tuner = self.tuner
-            gate = IdleGate(os.getpid(), stop, exclude=threading.get_native_id(),
-                            reader=self.load_signal)
+            # the load signal: the whole machine's busy cores, less the tuner's own
+            gate = IdleGate(os.getpid(), stop, reader=self.load_signal or (
+                lambda: machine_cpu_seconds(self._process and self._process.pid)))
             todo = {k: v for k, v in shares.items() if k not in tuner.tuned}
             self.budget = StepBudget(tuner.kernels, todo, tuner.options, self.view, gate.busy,
                                      tuner.path, tuner.target, tuner.hw)
@@ -187,6 +188,7 @@ class TunerProcess:
                     self._send(self.budget.decide())
                 elif kind == "screened":
                     self.budget.screened(*payload)
+                    self.tuner.tuned.update(self.budget.finished_keys())
                 elif kind == "trial":
                     key, text, core_s = payload
                     self.budget.trial(key, text, core_s)
@@ -235,7 +237,7 @@ class TunerProcess:
         for n, key, config, _, _ in rows:
             if verdicts.get(n):
                 self.tuner.results[key] = config
-                self.tuner.tuned.add(key)
+        self.tuner.tuned.update(self.budget.finished_keys() | set(self.budget.kept))
         return verdicts
 
 
@@ -277,9 +279,7 @@ def _step_child(tuner, shares, conn, prepare):
     _die_with_parent()
     if os.getppid() != parent:
         return
-    if tuner.options.priority == "idle":
-        lowest_priority()
-    db = tuner._open()
+    db = tuner._open()        # (the priority is set per trial, below)
     maker = TrialMaker(tuner.kernels, db, tuner.options, tuner.target, tuner.hw, stop)
     try:
         while not stop.is_set():
@@ -290,7 +290,9 @@ def _step_child(tuner, shares, conn, prepare):
             if reply[0] == "wait":
                 stop.wait(reply[1])
                 continue
-            _, key, text = reply
+            _, key, text, _ = reply
+            if tuner.options.priority == "idle":
+                _trial_priority(True)       # a trial that pays runs (the budget counted it)
             t0 = cpu_seconds()
             try:
                 config, status = maker.make(key, Config.from_json(text))
@@ -302,6 +304,8 @@ def _step_child(tuner, shares, conn, prepare):
                 conn.send(("error", f"{tuner.kernels[key]}: {type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200]}"))
                 config, status = None, "error"
+            if tuner.options.priority == "idle":
+                _trial_priority(False)      # waiting (for the step's verdict, the next ask)
             if status != "ok":
                 conn.send(("screened", key, status, cpu_seconds() - t0))
                 continue
@@ -317,6 +321,21 @@ def _step_child(tuner, shares, conn, prepare):
         maker.close()
         db.close()
         conn.close()
+
+
+def _trial_priority(normal):
+    """This process (and the compilers and workers it starts from now on)
+    at normal priority for a trial the budget pays for (at idle priority a
+    trial would get no CPU at all beside a training that keeps every core
+    busy, or beside the other work of a shared machine), else at idle
+    priority; where the system refuses the change, it stays as it is."""
+    try:
+        if normal:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        else:
+            lowest_priority()
+    except (AttributeError, OSError):
+        pass
 
 
 def _receive(conn, stop):
@@ -391,6 +410,32 @@ class IdleGate:
         own = 0.0 if self.exclude is None else _cpu_seconds(f"{self.pid}/task/{self.exclude}")
         total = _cpu_seconds(self.pid)
         return None if total is None or own is None else total - own
+
+
+def machine_cpu_seconds(exclude=None):
+    """CPU seconds the whole machine has been busy (all processes: on a
+    shared machine a core training leaves is often taken by others), less
+    those of process `exclude` and its reaped children (the tuner's own);
+    None if /proc cannot tell.
+
+    >>> machine_cpu_seconds() > 0                          # doctest: +SKIP
+    True
+    """
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    own = 0.0
+    if exclude is not None:
+        try:
+            with open(f"/proc/{exclude}/stat") as f:
+                stat = f.read().rsplit(")", 1)[1].split()
+            own = sum(int(v) for v in stat[11:15])
+        except (OSError, IndexError, ValueError):
+            own = 0.0
+    return (busy - own) / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_seconds(path):

@@ -231,6 +231,8 @@ def mutate_stage(st, sc, rng, lanes):
 
 
 def _retile(st, sc, rng, lanes):
+    if not st.axis_names:          # a 0-d stage (a loss): nothing to split
+        return
     axis = rng.choice(st.axis_names)
     factors = list(sc.tile[axis])
     choices = factor_choices(st.extent(axis), lanes)

@@ -290,11 +290,12 @@ def test_keyboard_interrupt_in_a_with_block_stops_the_workers(tmp_path):
 @pytest.mark.parametrize("priority, policy", [("idle", os.SCHED_IDLE),
                                               ("normal", os.SCHED_OTHER)])
 def test_the_tuner_runs_in_a_child_process_at_its_priority(tmp_path, priority, policy):
-    """By default tuning never takes CPU time training needs: its process,
-    compilers and measuring workers run under SCHED_IDLE; training keeps
-    its own policy."""
+    """Isolated measuring, by default, never takes CPU time training needs:
+    its process, compilers and measuring workers run under SCHED_IDLE;
+    training keeps its own policy. (In-step trials run at normal priority
+    when their budget pays for it: test_in_step_trials_run_at_normal_priority.)"""
     opts = options(trials=4, budget_s=60, timeout=60.0, priority=priority,
-                   source_hook=hook(set(), None, lambda n: HANG))
+                   source_hook=hook(set(), None, lambda n: HANG), measure="isolated")
     with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
         for b in batches(4):
             t.step(b)
@@ -331,6 +332,18 @@ class StepClock:
         from neoflow.runtime.tuner_process import SAMPLE_S
         self.t += SAMPLE_S
         return self.t
+
+
+def test_in_step_trials_run_at_normal_priority(tmp_path):
+    """A trial the budget pays for runs at normal priority (at idle priority
+    a busy machine would never run it); its measuring worker with it."""
+    opts = options(trials=4, timeout=60.0, source_hook=hook(set(), None, lambda n: HANG))
+    with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
+        for b in batches(4):
+            t.step(b)
+        workers = wait_for(measuring_workers)
+        assert workers and t._tuner._process.pid != os.getpid()
+        assert all(os.sched_getscheduler(w) == os.SCHED_OTHER for w in workers)
 
 
 def test_the_idle_gate_waits_while_training_keeps_every_core_busy():
