@@ -312,7 +312,7 @@ def rank_check(args):
     fastest measured that the model's top k holds."""
     import sqlite3
     from neoflow.schedule import Config, validate
-    from neoflow.tune.cost_model import BoostedTrees
+    from neoflow.tune.cost_model import BoostedTrees, make_model
     from neoflow.tune.features import Featurizer
     from neoflow.zoo.workloads import get
     hw = detect()
@@ -321,10 +321,13 @@ def rank_check(args):
         for w in get(spec):
             for k in plan_kernels(w.outputs, w.inputs)[0]:
                 kernels[k.key] = k
-    models = {"hand-written trees": lambda: BoostedTrees()}
-    for name, make in (("lightgbm", _lightgbm), ("xgboost", _xgboost)):
-        if make() is not None:
-            models[name] = make
+    models = {"hand-written trees": BoostedTrees}
+    for name in ("lightgbm", "xgboost"):
+        try:
+            __import__(name)
+            models[name] = lambda name=name: make_model(name)
+        except ImportError:
+            print(f"({name} is not installed: pip install 'neoflow[{name}]')", file=sys.stderr)
     conn = sqlite3.connect(args.database)
     recall = {m: [] for m in models}
     for key, kernel in kernels.items():
@@ -355,38 +358,6 @@ def rank_check(args):
     print("|---|---|---|")
     for name, r in recall.items():
         print(f"| {name} | {len(r)} | {statistics.mean(r) if r else float('nan'):.3f} |")
-
-
-class _Sklearnish:
-    """A fit/predict wrapper of a gradient-boosting library's regressor."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def fit(self, X, y):
-        self.model.fit(X, y)
-        return self
-
-    def predict(self, X):
-        return self.model.predict(X)
-
-
-def _lightgbm():
-    try:
-        import lightgbm
-    except ImportError:
-        return None
-    return _Sklearnish(lightgbm.LGBMRegressor(n_estimators=60, num_leaves=8, learning_rate=0.25,
-                                              min_child_samples=2, verbose=-1))
-
-
-def _xgboost():
-    try:
-        import xgboost
-    except ImportError:
-        return None
-    return _Sklearnish(xgboost.XGBRegressor(n_estimators=60, max_depth=3, learning_rate=0.25,
-                                            n_jobs=1))
 
 
 def _tune_one(kernel, db, args, prune):

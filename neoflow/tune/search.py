@@ -22,7 +22,7 @@ import numpy as np
 
 from ..schedule import Config, ConfigError, ConfigSpace
 from ..schedule.config import MAX_UNROLL, level_names, loop_extent, validate_stage
-from .cost_model import BoostedTrees
+from .cost_model import make_model
 from .estimate import Estimates
 from .features import Featurizer
 from .prune import Pruner
@@ -52,7 +52,7 @@ class Search:
         estimates = Estimates(kernel, hw)
         self.pruner = Pruner(kernel, hw, estimates) if prune else None
         self.featurize = Featurizer(kernel, hw, estimates)
-        self.model = BoostedTrees()
+        self.model = make_model()
         self.seen = {}            # config JSON -> seconds (inf: failed)
         self._rows, self._times, self._configs = [], [], {}
 
