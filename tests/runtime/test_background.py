@@ -394,6 +394,17 @@ def test_the_idle_gates_load_signal_is_the_processes_cpu_time():
     assert gate.reader() - before >= 0.2
 
 
+def test_the_in_step_load_signal_counts_the_whole_machine():
+    """The in-step budget's load signal is the machine's busy CPU time (all
+    processes), so it grows by at least what this process spends spinning."""
+    from neoflow.runtime.tuner_process import machine_cpu_seconds
+    before, spent = machine_cpu_seconds(), time.process_time()
+    while time.process_time() - spent < 0.3:
+        pass
+    assert machine_cpu_seconds() - before >= 0.2
+    assert machine_cpu_seconds(exclude=os.getpid()) < machine_cpu_seconds()
+
+
 def test_a_busy_trainer_starts_no_tuner_process_until_a_core_is_free(tmp_path, monkeypatch):
     """Isolated measuring: while training keeps every core busy (the load
     signal says so) the tuner process is not even forked; once a core is
