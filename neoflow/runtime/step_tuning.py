@@ -3,7 +3,7 @@ the real training step, on a budget that pays for itself.
 
 Two halves, one in each process of runtime/tuner_process.py:
 
-* `TrialMaker` (the tuner's child process, at idle priority): per kernel
+* `TrialMaker` (the tuner's child process): per kernel
   structure a tune/search.py Search (seeded with the trials the database
   holds) proposes one schedule at a time; the candidate is screened in the
   isolated measuring worker (tune/measure.py: it must build, run, agree
@@ -33,6 +33,7 @@ the child goes back to idle priority after it.
 
 Hands on: the "ask" replies, verdicts and counts the TunerProcess serves.
 """
+import os
 import resource
 import threading
 import time
@@ -51,11 +52,33 @@ PROPOSE = 8           # the search proposes this many; the first is tried
 WAIT_S = 0.5          # the child asks again after this long when no trial pays
 
 
-def cpu_seconds():
-    """CPU seconds of this process and its reaped children (compilers, workers)."""
+def cpu_seconds(live=()):
+    """CPU seconds of this process, its reaped children (compilers, workers
+    it restarted) and the live processes `live` (pids: the measuring workers
+    running now).
+
+    >>> cpu_seconds() > 0
+    True
+    """
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return total + sum(filter(None, map(proc_cpu_seconds, live)))
+
+
+def proc_cpu_seconds(path):
+    """User + system CPU seconds of /proc/`path` (a process: all its
+    threads; `pid/task/tid`: one thread), or None.
+
+    >>> proc_cpu_seconds(os.getpid()) > 0
+    True
+    """
+    try:
+        with open(f"/proc/{path}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class TrialMaker:
@@ -109,6 +132,11 @@ class TrialMaker:
             search.observe([(r.config, r.median_s)])
             return r.config, "slower alone"
         return r.config, "ok"
+
+    def cpu_seconds(self):
+        """CPU seconds the tuner has taken so far, its live workers' included."""
+        return cpu_seconds([m._proc.pid for m in self._measurer.values()
+                            if m._proc is not None])
 
     def observe(self, key, config, old_s, new_s):
         """The step's verdict on `config`: its time there (`new_s`) against
@@ -226,7 +254,7 @@ class StepBudget:
                     sums[(key, text)] = (old + old_s, new + new_s, count + 1)
             for (key, text), (old_s, new_s, count) in sums.items():
                 del self._pending[(key, text)]
-                won = self.payoff.outcome(key, old_s, new_s)
+                won = self.payoff.outcome(key, old_s, new_s, calls=count)
                 self._verdicts[(key, text)] = won
                 if won:
                     self.kept[key] = text

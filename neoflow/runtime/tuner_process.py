@@ -19,6 +19,16 @@ the shared build cache), then reports it on a pipe; a listener thread in
 the trainer applies it (`on_result`, which then finds the library in the
 cache) and keeps the counts stats() reads (`tuned`, `results`, `errors`).
 
+In-step mode (TuningOptions(measure="step"), the default when measuring
+on this machine; runtime/step_tuning.py): the listener thread holds the
+budget (StepBudget) and forks the child only once a first trial pays;
+the child then asks before each trial which kernel to try, runs that
+trial at normal priority (it pays for the CPU it takes; at idle priority
+a busy machine would never run it), sleeps at idle priority in between,
+and hands over one screened, compiled candidate at a time; the Trainer's
+checking steps time it in the step and `judge` gives the verdict, which
+goes back to the child's search.
+
 With a runner that cannot cross a fork -- an nf.RayRunner whose Ray
 connection is already open in the trainer (a forked child cannot use
 it) -- the tuner runs in the trainer's process instead, in threads: its
@@ -45,7 +55,7 @@ import weakref
 from ..schedule import Config
 from ..tune.measure import Cancelled
 from .background import JOIN_S
-from .step_tuning import StepBudget, TrialMaker, cpu_seconds
+from .step_tuning import StepBudget, TrialMaker, proc_cpu_seconds as _cpu_seconds
 
 PR_SET_PDEATHSIG = 1
 FREE_CORE = 0.75      # idle cores the tuner waits for (cores minus what training uses)
@@ -192,7 +202,11 @@ class TunerProcess:
                 elif kind == "trial":
                     key, text, core_s = payload
                     self.budget.trial(key, text, core_s)
-                    self._load(key, Config.from_json(text))
+                    config = Config.from_json(text)
+                    if all(c.to_json() == text for c in self.view()[1].get(key, [])):
+                        self.budget.judge([(-1, key, config, 1.0, 1.0)])   # nothing to swap
+                    else:
+                        self._load(key, config)
         finally:
             reader.close()
             self._process.join(JOIN_S)
@@ -293,7 +307,7 @@ def _step_child(tuner, shares, conn, prepare):
             _, key, text, _ = reply
             if tuner.options.priority == "idle":
                 _trial_priority(True)       # a trial that pays runs (the budget counted it)
-            t0 = cpu_seconds()
+            t0 = maker.cpu_seconds()
             try:
                 config, status = maker.make(key, Config.from_json(text))
                 if status == "ok" and prepare is not None:
@@ -307,9 +321,9 @@ def _step_child(tuner, shares, conn, prepare):
             if tuner.options.priority == "idle":
                 _trial_priority(False)      # waiting (for the step's verdict, the next ask)
             if status != "ok":
-                conn.send(("screened", key, status, cpu_seconds() - t0))
+                conn.send(("screened", key, status, maker.cpu_seconds() - t0))
                 continue
-            conn.send(("trial", key, config.to_json(), cpu_seconds() - t0))
+            conn.send(("trial", key, config.to_json(), maker.cpu_seconds() - t0))
             reply = _receive(conn, stop)
             if reply is None or reply[0] != "timing":
                 break
@@ -436,17 +450,6 @@ def machine_cpu_seconds(exclude=None):
         except (OSError, IndexError, ValueError):
             own = 0.0
     return (busy - own) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(path):
-    """User + system CPU seconds of /proc/`path` (a process: all its
-    threads; `pid/task/tid`: one thread), or None."""
-    try:
-        with open(f"/proc/{path}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def lowest_priority():

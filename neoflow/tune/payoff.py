@@ -45,6 +45,7 @@ BUSY_COST = 1.0         # training seconds lost per tuner core-second, every cor
 FREE_COST = 0.1         # ... with a core training leaves free (caches still shared)
 FIRST_CORE_S = 1.5      # core-seconds of a trial before one has been timed
 LOSS = 0.2              # a losing candidate's expected excess time in the step (share)
+CALL_NOISE_S = 2e-6     # a kernel call's timing in the step jitters by about this
 CHECK_STEPS = 2         # steps a candidate runs in the step before it is judged
 PEAK_FLOPS = 150e9      # the roofline of issue 18's machine: flop/s ...
 PEAK_BYTES = 35e9       # ... and bytes/s of memory traffic
@@ -140,11 +141,13 @@ class Payoff:
         self.core_s += max(0.0, core_s)
         self.trials += 1
 
-    def outcome(self, key, old_s, new_s, threshold=MIN_GAIN):
+    def outcome(self, key, old_s, new_s, threshold=MIN_GAIN, calls=1):
         """Record the step's verdict on a trial of `key` (its time before and
-        with the candidate); returns True when the candidate won."""
+        with the candidate, summed over `calls` kernels of the step); returns
+        True when the candidate won: by `threshold` of the time, and by more
+        than CALL_NOISE_S a call (a call's timing jitters by about that)."""
         k = self.kernels[key]
-        won = new_s < old_s * (1 - threshold)
+        won = new_s < old_s * (1 - threshold) and old_s - new_s > calls * CALL_NOISE_S
         if won:
             k.wins += 1
             k.gains.append(1 - new_s / old_s)

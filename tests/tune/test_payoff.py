@@ -47,6 +47,7 @@ def test_outcomes_update_the_chance_of_a_win_and_its_size():
     pay = Payoff({"k": k}, total_steps=10 ** 6, max_trials=3)
     p0 = k.p_win()
     assert not pay.outcome("k", old_s=0.01, new_s=0.00995)    # 0.5%: within the noise
+    assert not pay.outcome("k", old_s=3e-6, new_s=1.5e-6)     # 1.5 us: a call's jitter
     assert k.p_win() < p0
     assert pay.outcome("k", old_s=0.01, new_s=0.008)
     assert k.gains == [pytest.approx(0.2)] and k.step_s == pytest.approx(0.008)
