@@ -25,11 +25,11 @@ Two halves, one in each process of runtime/tuner_process.py:
   isolated record).
 
 With a free core (training leaves one idle: data loading, evaluation,
-fewer threads) a trial costs little (tune/payoff.py's FREE_COST): the child
-works at idle priority, in CPU time training leaves. While training keeps
-every core busy a trial costs its full CPU time, and one that pays for
-that runs at normal priority (at idle priority it would never run there);
-the child goes back to idle priority after it.
+fewer threads, a quiet machine) a trial costs little (tune/payoff.py's
+FREE_COST); while the machine keeps every core busy it costs its full CPU
+time. The child runs at normal priority -- at idle priority a busy
+machine would never run a trial, nor let it answer -- and works only on
+trials the budget pays for, sleeping otherwise.
 
 Hands on: the "ask" replies, verdicts and counts the TunerProcess serves.
 """
@@ -207,10 +207,7 @@ class StepBudget:
 
     def decide(self):
         """The reply to the child's "ask": ("tune", key, running config
-        JSON, whether every core is busy), ("wait", seconds) or ("stop",).
-        A trial that pays while every core is busy runs at normal priority
-        (at idle priority it would get no CPU at all there; its cost is the
-        one the budget counted)."""
+        JSON, whether every core is busy), ("wait", seconds) or ("stop",)."""
         with self._lock:
             if self.finished:
                 return ("stop",)

@@ -24,8 +24,8 @@ on this machine; runtime/step_tuning.py): the listener thread holds the
 budget (StepBudget) and forks the child only once a first trial pays;
 the child then asks before each trial which kernel to try, runs that
 trial at normal priority (it pays for the CPU it takes; at idle priority
-a busy machine would never run it), sleeps at idle priority in between,
-and hands over one screened, compiled candidate at a time; the Trainer's
+a busy machine would never run it, nor answer), sleeps in between, and
+hands over one screened, compiled candidate at a time; the Trainer's
 checking steps time it in the step and `judge` gives the verdict, which
 goes back to the child's search.
 
@@ -293,7 +293,7 @@ def _step_child(tuner, shares, conn, prepare):
     _die_with_parent()
     if os.getppid() != parent:
         return
-    db = tuner._open()        # (the priority is set per trial, below)
+    db = tuner._open()        # (normal priority: it works only on trials that pay)
     maker = TrialMaker(tuner.kernels, db, tuner.options, tuner.target, tuner.hw, stop)
     try:
         while not stop.is_set():
@@ -305,8 +305,6 @@ def _step_child(tuner, shares, conn, prepare):
                 stop.wait(reply[1])
                 continue
             _, key, text, _ = reply
-            if tuner.options.priority == "idle":
-                _trial_priority(True)       # a trial that pays runs (the budget counted it)
             t0 = maker.cpu_seconds()
             try:
                 config, status = maker.make(key, Config.from_json(text))
@@ -318,8 +316,6 @@ def _step_child(tuner, shares, conn, prepare):
                 conn.send(("error", f"{tuner.kernels[key]}: {type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200]}"))
                 config, status = None, "error"
-            if tuner.options.priority == "idle":
-                _trial_priority(False)      # waiting (for the step's verdict, the next ask)
             if status != "ok":
                 conn.send(("screened", key, status, maker.cpu_seconds() - t0))
                 continue
@@ -335,21 +331,6 @@ def _step_child(tuner, shares, conn, prepare):
         maker.close()
         db.close()
         conn.close()
-
-
-def _trial_priority(normal):
-    """This process (and the compilers and workers it starts from now on)
-    at normal priority for a trial the budget pays for (at idle priority a
-    trial would get no CPU at all beside a training that keeps every core
-    busy, or beside the other work of a shared machine), else at idle
-    priority; where the system refuses the change, it stays as it is."""
-    try:
-        if normal:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        else:
-            lowest_priority()
-    except (AttributeError, OSError):
-        pass
 
 
 def _receive(conn, stop):
