@@ -39,6 +39,7 @@ from ..tune.tuner import tune_kernel
 
 JOIN_S = 120.0           # longest close() waits for a thread (a compile in flight ends)
 PRIORITIES = ("idle", "normal")
+MEASURES = ("step", "isolated")
 
 
 class TuningOptionsError(NeoFlowError):
@@ -62,7 +63,15 @@ class TuningOptions:
     `runner`: where candidates are measured (None: this machine; an
     nf.RayRunner: the Ray nodes whose hardware fingerprint -- thread count
     included -- is this machine's, since only their schedules fit the
-    training here; none such, and it measures here, with a warning).
+    training here; none such, and it measures here, with a warning);
+    `measure`: how background tuning times candidates -- "step" (default:
+    screened alone, then timed inside the training step, one trial at a
+    time, each started only when its expected gain pays for the CPU time
+    it takes from training: runtime/step_tuning.py) or "isolated" (searched
+    and timed alone to `budget_s`, as nf.tune does; always so with a
+    runner); `steps`: the training steps the run will take in all, which
+    the "step" budget weighs a speed-up by (None: as many again as done so
+    far).
 
     >>> nf.Trainer(loss, opt, tuning="background",
     ...            tuning_options=nf.TuningOptions(workers=1, budget_s=60))  # doctest: +SKIP
@@ -75,6 +84,8 @@ class TuningOptions:
     priority: str = "idle"
     source_hook: object = None
     runner: object = None
+    measure: str = "step"
+    steps: int = None
 
     def worker_count(self):
         """The number of tuner workers: `workers`, checked, or the default.
@@ -107,6 +118,12 @@ class TuningOptions:
         if self.priority not in PRIORITIES:
             raise TuningOptionsError(f"TuningOptions.priority={self.priority!r}: expected one "
                                      f"of {PRIORITIES}")
+        if self.measure not in MEASURES:
+            raise TuningOptionsError(f"TuningOptions.measure={self.measure!r}: expected one "
+                                     f"of {MEASURES}")
+        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
+            raise TuningOptionsError(f"TuningOptions.steps={self.steps!r}: expected None or a "
+                                     "positive int (the training steps of the run)")
         if not isinstance(self.trials, int) or self.trials < 1:
             raise TuningOptionsError(f"TuningOptions.trials={self.trials!r}: expected a "
                                      "positive int")

@@ -179,7 +179,16 @@ class Trainer:
             return BackgroundTuner(unique, path, options, self.target,
                                    jobs=max(1, (os.cpu_count() or 1) // workers), progress=bar)
         return TunerProcess(BackgroundTuner(unique, path, options, self.target, jobs=1),
-                            prepare=self._compile, on_result=self._compile_swap)
+                            prepare=self._compile, on_result=self._compile_swap,
+                            view=self._tuning_view)
+
+    def _tuning_view(self):
+        """(steps done, {kernel key: [Config of each kernel of that structure]}):
+        what the background tuner's budget reads (runtime/step_tuning.py)."""
+        running = {}
+        for kernel, config in zip(self.kernels, self._executor.program.configs):
+            running.setdefault(kernel.key, []).append(config)
+        return self._steps, running
 
     def _tune_ahead(self):
         """Tune every kernel to the budget (order and shares by the analytic
@@ -301,12 +310,15 @@ class Trainer:
         """Keep each new kernel unless it ran slower in the checking steps
         than the one it replaced (fastest time of each); then that one runs."""
         step = self._executor.program
+        judge = getattr(self._tuner, "judge", None)   # in-step trials: the tuner's verdict
+        verdicts = judge([(n, self.kernels[n].key, c.config, min(o), min(s))
+                          for n, (_, c, o, s) in self._checks.items()]) if judge else {}
         for n, (old, candidate, old_s, new_s) in self._checks.items():
-            keep = min(new_s) <= min(old_s) * REVERT_SLOWER
+            keep = verdicts.get(n, min(new_s) <= min(old_s) * REVERT_SLOWER)
             step.swap(candidate if keep else old)
             self._kernel_s[n] = min(new_s if keep else old_s)
             self._reverts += not keep
-            if not keep:
+            if not keep and n not in verdicts:
                 self._forget(self.kernels[n].key)
         self._checks = {}
 

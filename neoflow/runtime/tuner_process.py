@@ -19,6 +19,16 @@ the shared build cache), then reports it on a pipe; a listener thread in
 the trainer applies it (`on_result`, which then finds the library in the
 cache) and keeps the counts stats() reads (`tuned`, `results`, `errors`).
 
+In-step mode (TuningOptions(measure="step"), the default when measuring
+on this machine; runtime/step_tuning.py): the listener thread holds the
+budget (StepBudget) and forks the child only once a first trial pays;
+the child then asks before each trial which kernel to try, runs that
+trial at normal priority (it pays for the CPU it takes; at idle priority
+a busy machine would never run it, nor answer), sleeps in between, and
+hands over one screened, compiled candidate at a time; the Trainer's
+checking steps time it in the step and `judge` gives the verdict, which
+goes back to the child's search.
+
 With a runner that cannot cross a fork -- an nf.RayRunner whose Ray
 connection is already open in the trainer (a forked child cannot use
 it) -- the tuner runs in the trainer's process instead, in threads: its
@@ -45,6 +55,7 @@ import weakref
 from ..schedule import Config
 from ..tune.measure import Cancelled
 from .background import JOIN_S
+from .step_tuning import StepBudget, TrialMaker, proc_cpu_seconds as _cpu_seconds
 
 PR_SET_PDEATHSIG = 1
 FREE_CORE = 0.75      # idle cores the tuner waits for (cores minus what training uses)
@@ -63,14 +74,24 @@ class TunerProcess:
     >>> tuner.start(shares); ...; tuner.close()                  # doctest: +SKIP
     """
 
-    def __init__(self, tuner, prepare=None, on_result=None):
-        self.tuner, self.prepare, self.on_result = tuner, prepare, on_result
+    def __init__(self, tuner, prepare=None, on_result=None, view=None):
+        self.tuner, self.prepare, self.on_result, self.view = tuner, prepare, on_result, view
         self.started_at = self.finished_at = None
+        self.budget = None          # the StepBudget, in-step mode
         self._process = self._listener = None
         self._stopping = False
-        self._lock = threading.Lock()
+        self._lock, self._send_lock = threading.Lock(), threading.Lock()
+        self._conn = None
         _live.add(self)
 
+    @property
+    def in_step(self):
+        """True when candidates are timed inside the training step
+        (TuningOptions.measure "step", measured on this machine)."""
+        options = self.tuner.options
+        return self.view is not None and options.measure == "step" and options.runner is None
+
+    load_signal = None    # CPU seconds of training so far, for the in-step budget (tests)
     kernels = property(lambda self: self.tuner.kernels)
     options = property(lambda self: self.tuner.options)
     results = property(lambda self: self.tuner.results)
@@ -97,22 +118,37 @@ class TunerProcess:
             self._run_here(shares)
             return
         stop = self.tuner.stop_event
-        if self.tuner.options.priority == "idle":
+        if self.in_step:
+            tuner = self.tuner
+            # the load signal: the whole machine's busy cores, less the tuner's own
+            gate = IdleGate(os.getpid(), stop, reader=self.load_signal or (
+                lambda: machine_cpu_seconds(self._process and self._process.pid)))
+            todo = {k: v for k, v in shares.items() if k not in tuner.tuned}
+            self.budget = StepBudget(tuner.kernels, todo, tuner.options, self.view, gate.busy,
+                                     tuner.path, tuner.target, tuner.hw)
+            self.budget.reply = self._send
+            while not self.budget.pays():   # nothing forks before a first trial pays
+                if stop.wait(SAMPLE_S) or self.budget.finished:
+                    self.finished_at = time.monotonic()
+                    return
+        elif self.tuner.options.priority == "idle":
             try:      # while training keeps every core busy, not even the fork happens
-                IdleGate(os.getpid(), stop, exclude=threading.get_native_id()).wait()
+                IdleGate(os.getpid(), stop, exclude=threading.get_native_id(),
+                         reader=self.load_signal).wait()
             except Cancelled:
                 self.finished_at = time.monotonic()
                 return
         context = multiprocessing.get_context("fork")
-        reader, writer = context.Pipe(duplex=False)
-        process = context.Process(target=_child, name="neoflow-tuner", daemon=True,
+        reader, writer = context.Pipe(duplex=self.in_step)
+        child = _step_child if self.in_step else _child
+        process = context.Process(target=child, name="neoflow-tuner", daemon=True,
                                   args=(self.tuner, shares, writer, self.prepare))
         with self._lock:
             if stop.is_set():       # closed while the gate waited
                 self.finished_at = time.monotonic()
                 return
             process.start()         # from this thread, which lives as long as the child
-            self._process = process
+            self._process, self._conn = process, reader
         writer.close()
         self._listen(reader)
 
@@ -158,6 +194,19 @@ class TunerProcess:
                     self._result(*payload)
                 elif kind == "error":
                     self.tuner.errors.append(payload[0])
+                elif kind == "ask":
+                    self._send(self.budget.decide())
+                elif kind == "screened":
+                    self.budget.screened(*payload)
+                    self.tuner.tuned.update(self.budget.finished_keys())
+                elif kind == "trial":
+                    key, text, core_s = payload
+                    self.budget.trial(key, text, core_s)
+                    config = Config.from_json(text)
+                    if all(c.to_json() == text for c in self.view()[1].get(key, [])):
+                        self.budget.judge([(-1, key, config, 1.0, 1.0)])   # nothing to swap
+                    else:
+                        self._load(key, config)
         finally:
             reader.close()
             self._process.join(JOIN_S)
@@ -169,13 +218,41 @@ class TunerProcess:
     def _result(self, key, text):
         config = Config.from_json(text)
         self.tuner.results[key] = config
+        self._load(key, config)
+        self.tuner.tuned.add(key)
+
+    def _load(self, key, config):
+        """Hand `config` to the trainer (it compiles it and queues the swap)."""
         try:
             if self.on_result is not None:
                 self.on_result(key, config)
         except Exception as e:  # noqa: BLE001 -- a result that fails to load must not stop training
             self.tuner.errors.append(f"loading the schedule of {key[:12]}: "
                                      f"{type(e).__name__}: {e}")
-        self.tuner.tuned.add(key)
+            if self.budget is not None:    # a trial that never reaches the step
+                self.budget.judge([(-1, key, config, 1.0, 1.0)])
+
+    def _send(self, message):
+        """Send `message` to the child (any thread); dropped once it is gone."""
+        with self._send_lock:
+            try:
+                if self._conn is not None:
+                    self._conn.send(message)
+            except (OSError, ValueError, BrokenPipeError):
+                pass
+
+    def judge(self, rows):
+        """The Trainer's verdict hook, after the checking steps of a swap:
+        `rows` [(kernel index, key, Config, seconds before, seconds with it)];
+        returns {index: keep?} for in-step trials (runtime/step_tuning.py)."""
+        if self.budget is None:
+            return {}
+        verdicts = self.budget.judge(rows)
+        for n, key, config, _, _ in rows:
+            if verdicts.get(n):
+                self.tuner.results[key] = config
+        self.tuner.tuned.update(self.budget.finished_keys() | set(self.budget.kept))
+        return verdicts
 
 
 def _child(tuner, shares, out, prepare):
@@ -206,6 +283,67 @@ def _child(tuner, shares, out, prepare):
         out.close()
 
 
+def _step_child(tuner, shares, conn, prepare):
+    """The child process in in-step mode: ask the trainer which kernel to
+    try, make a screened candidate, hand it over, learn the step's verdict."""
+    parent = os.getppid()
+    stop = tuner.stop_event
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _die_with_parent()
+    if os.getppid() != parent:
+        return
+    db = tuner._open()        # (normal priority: it works only on trials that pay)
+    maker = TrialMaker(tuner.kernels, db, tuner.options, tuner.target, tuner.hw, stop)
+    try:
+        while not stop.is_set():
+            conn.send(("ask",))
+            reply = _receive(conn, stop)
+            if reply is None or reply[0] == "stop":
+                break
+            if reply[0] == "wait":
+                stop.wait(reply[1])
+                continue
+            _, key, text, _ = reply
+            t0 = maker.cpu_seconds()
+            try:
+                config, status = maker.make(key, Config.from_json(text))
+                if status == "ok" and prepare is not None:
+                    prepare(key, config)
+            except Cancelled:
+                break
+            except Exception as e:  # noqa: BLE001 -- a kernel that fails must not stop training
+                conn.send(("error", f"{tuner.kernels[key]}: {type(e).__name__}: "
+                                    f"{str(e).splitlines()[0][:200]}"))
+                config, status = None, "error"
+            if status != "ok":
+                conn.send(("screened", key, status, maker.cpu_seconds() - t0))
+                continue
+            conn.send(("trial", key, config.to_json(), maker.cpu_seconds() - t0))
+            reply = _receive(conn, stop)
+            if reply is None or reply[0] != "timing":
+                break
+            _, key, text, old_s, new_s = reply
+            maker.observe(key, Config.from_json(text), old_s, new_s)
+    except (EOFError, OSError):
+        pass                     # the trainer is gone
+    finally:
+        maker.close()
+        db.close()
+        conn.close()
+
+
+def _receive(conn, stop):
+    """The next message on `conn`, or None once `stop` is set or it closes."""
+    while not stop.is_set():
+        try:
+            if conn.poll(SAMPLE_S):
+                return conn.recv()
+        except (EOFError, OSError):
+            return None
+    return None
+
+
 class IdleGate:
     """Holds the tuner back while the training process `pid` keeps every
     core busy. Idle priority alone is not enough there: a tuner squeezed
@@ -215,14 +353,22 @@ class IdleGate:
     training has used at most `cores - FREE_CORE` cores over a sample of
     SAMPLE_S seconds (a core is free: training runs on fewer threads, or
     loads data, evaluates, checkpoints); it raises Cancelled when `stop` is
-    set. `exclude`: a thread of `pid` (the gate's own) left out of the count.
+    set. `busy()` says, without waiting, whether training used more than
+    that since the last call (the in-step budget's load signal).
+    `exclude`: a thread of `pid` (the gate's own) left out of the count.
+    `reader()` -> CPU seconds of the training process so far (default:
+    from /proc; None: cannot tell) and `clock()` (default time.monotonic)
+    are the load signal and the clock, replaceable (tests).
 
     >>> IdleGate(os.getppid(), threading.Event()).wait()     # doctest: +SKIP
     """
 
-    def __init__(self, pid, stop, cores=None, exclude=None):
+    def __init__(self, pid, stop, cores=None, exclude=None, reader=None, clock=None):
         self.pid, self.stop, self.exclude = pid, stop, exclude
         self.cores = cores or os.cpu_count() or 1
+        self.reader = reader or self._cpu_seconds
+        self.clock = clock or time.monotonic
+        self._last = None
 
     def wait(self):
         while not self.stop.is_set():
@@ -231,15 +377,29 @@ class IdleGate:
                 return
         raise Cancelled("tuning stopped while waiting for an idle core")
 
+    def busy(self):
+        """True when training used more than `cores - FREE_CORE` cores since
+        the last call (the first call: since the gate was made)."""
+        now = (self.reader(), self.clock())
+        before, self._last = self._last, now
+        if before is None:
+            before = now
+        used = self._rate(before, now)
+        return used is not None and used > self.cores - FREE_CORE
+
     def _cores_used(self):
         """Cores the training process used over the next SAMPLE_S seconds
         (None if /proc cannot tell)."""
-        before, t0 = self._cpu_seconds(), time.monotonic()
+        before = (self.reader(), self.clock())
         self.stop.wait(SAMPLE_S)
-        after, t1 = self._cpu_seconds(), time.monotonic()
-        if before is None or after is None:
+        return self._rate(before, (self.reader(), self.clock()))
+
+    @staticmethod
+    def _rate(before, after):
+        (cpu0, t0), (cpu1, t1) = before, after
+        if cpu0 is None or cpu1 is None or t1 <= t0:
             return None
-        return (after - before) / max(t1 - t0, 1e-6)
+        return (cpu1 - cpu0) / (t1 - t0)
 
     def _cpu_seconds(self):
         own = 0.0 if self.exclude is None else _cpu_seconds(f"{self.pid}/task/{self.exclude}")
@@ -247,15 +407,30 @@ class IdleGate:
         return None if total is None or own is None else total - own
 
 
-def _cpu_seconds(path):
-    """User + system CPU seconds of /proc/`path` (a process: all its
-    threads; `pid/task/tid`: one thread), or None."""
+def machine_cpu_seconds(exclude=None):
+    """CPU seconds the whole machine has been busy (all processes: on a
+    shared machine a core training leaves is often taken by others), less
+    those of process `exclude` and its reaped children (the tuner's own);
+    None if /proc cannot tell.
+
+    >>> machine_cpu_seconds() > 0                          # doctest: +SKIP
+    True
+    """
     try:
-        with open(f"/proc/{path}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
         return None
+    busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    own = 0.0
+    if exclude is not None:
+        try:
+            with open(f"/proc/{exclude}/stat") as f:
+                stat = f.read().rsplit(")", 1)[1].split()
+            own = sum(int(v) for v in stat[11:15])
+        except (OSError, IndexError, ValueError):
+            own = 0.0
+    return (busy - own) / os.sysconf("SC_CLK_TCK")
 
 
 def lowest_priority():

@@ -7,9 +7,74 @@ is log(time), so the model ranks schedules by predicted speed; the search
 refits it from all measurements after every batch. Deterministic: no
 randomness in fitting.
 
+`make_model()` is the model the search uses: these trees, or, when
+NEOFLOW_COST_MODEL names one ("xgboost", "lightgbm") and it is installed
+(the optional extras `neoflow[xgboost]`, `neoflow[lightgbm]`), that
+library's regressor with the same budget (bench/tune.py --rank-check
+compares their top-k recall on recorded trials: docs/tuning.md).
+
 Hands on: predicted log-times for the search to rank candidates with.
 """
+import os
+import warnings
+
 import numpy as np
+
+MODEL_ENV = "NEOFLOW_COST_MODEL"
+
+
+def make_model(name=None):
+    """A fresh cost model: `name` (default $NEOFLOW_COST_MODEL, else
+    "trees") -- "trees" (BoostedTrees, NumPy only), "xgboost" or
+    "lightgbm" (a warning and the trees when the library is missing).
+
+    >>> type(make_model("trees")).__name__
+    'BoostedTrees'
+    """
+    name = name or os.environ.get(MODEL_ENV) or "trees"
+    makers = {"trees": BoostedTrees, "xgboost": _xgboost, "lightgbm": _lightgbm}
+    if name not in makers:
+        raise ValueError(f"{MODEL_ENV}={name!r}: expected one of {sorted(makers)}")
+    try:
+        return makers[name]()
+    except ImportError:
+        warnings.warn(f"{MODEL_ENV}={name}: {name} is not installed (pip install "
+                      f"'neoflow[{name}]'); using NeoFlow's own trees", RuntimeWarning,
+                      stacklevel=2)
+        return BoostedTrees()
+
+
+class LibraryModel:
+    """A gradient-boosting library's regressor behind BoostedTrees' fit/predict."""
+
+    def __init__(self, model):
+        self.model, self.fitted = model, False
+        self.base = 0.0
+
+    def fit(self, X, y):
+        X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
+        self.base, self.fitted = float(y.mean()) if len(y) else 0.0, len(y) >= 4
+        if self.fitted:
+            self.model.fit(X, y)
+        return self
+
+    def predict(self, X):
+        X = np.asarray(X, np.float64)
+        if not self.fitted:
+            return np.full(len(X), self.base)
+        return np.asarray(self.model.predict(X), np.float64)
+
+
+def _xgboost():
+    import xgboost
+    return LibraryModel(xgboost.XGBRegressor(n_estimators=60, max_depth=3, learning_rate=0.25,
+                                             n_jobs=1))
+
+
+def _lightgbm():
+    import lightgbm
+    return LibraryModel(lightgbm.LGBMRegressor(n_estimators=60, num_leaves=8, learning_rate=0.25,
+                                               min_child_samples=2, n_jobs=1, verbose=-1))
 
 
 class BoostedTrees:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..schedule import Config, ConfigError, ConfigSpace
 from ..schedule.config import MAX_UNROLL, level_names, loop_extent, validate_stage
-from .cost_model import BoostedTrees
+from .cost_model import make_model
 from .estimate import Estimates
 from .features import Featurizer
 from .prune import Pruner
@@ -52,7 +52,7 @@ class Search:
         estimates = Estimates(kernel, hw)
         self.pruner = Pruner(kernel, hw, estimates) if prune else None
         self.featurize = Featurizer(kernel, hw, estimates)
-        self.model = BoostedTrees()
+        self.model = make_model()
         self.seen = {}            # config JSON -> seconds (inf: failed)
         self._rows, self._times, self._configs = [], [], {}
 
@@ -231,6 +231,8 @@ def mutate_stage(st, sc, rng, lanes):
 
 
 def _retile(st, sc, rng, lanes):
+    if not st.axis_names:          # a 0-d stage (a loss): nothing to split
+        return
     axis = rng.choice(st.axis_names)
     factors = list(sc.tile[axis])
     choices = factor_choices(st.extent(axis), lanes)

@@ -51,20 +51,22 @@ def losses_off(data):
 def options(**kwargs):
     kwargs.setdefault("workers", 1)
     kwargs.setdefault("timeout", 5.0)
+    kwargs.setdefault("steps", 10 ** 9)     # a long run: in-step trials pay
     return nf.TuningOptions(**kwargs)
 
 
 def train_while_tuning(t, data, limit_s=120.0):
     """Step through `data`; from step 4 on, each step waits (up to a few
-    seconds) for the tuner to finish one more kernel, so swaps land at many
-    different steps. Returns the losses."""
+    seconds) for the tuner to finish one more kernel, or to hand a candidate
+    to the step (an in-step trial needs steps to be judged), so swaps land
+    at many different steps. Returns the losses."""
     losses = []
     deadline = time.monotonic() + limit_s
     for n, b in enumerate(data):
         losses.append(t.step(b))
         tuned = t.stats()["kernels_tuned"]
         while n >= 3 and not t.stats()["tuning_done"] and time.monotonic() < deadline:
-            if t.stats()["kernels_tuned"] > tuned:
+            if t.stats()["kernels_tuned"] > tuned or t._checks or not t._ready.empty():
                 break
             time.sleep(0.05)
     return losses
@@ -192,7 +194,8 @@ def test_background_tuning_swaps_and_keeps_the_losses(tmp_path):
     data = batches(50)
     expected = losses_off(data)
     defaults = set()
-    opts = options(trials=2, budget_s=60, source_hook=hook(defaults, SLOW, lambda n: None))
+    opts = options(trials=2, budget_s=60, source_hook=hook(defaults, SLOW, lambda n: None),
+                   measure="isolated")
     with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
         defaults.update(default_config(k).to_json() for k in t.kernels)
         got = train_while_tuning(t, data)
@@ -200,6 +203,40 @@ def test_background_tuning_swaps_and_keeps_the_losses(tmp_path):
     assert stats["swaps"] >= 1, stats
     assert stats["kernels_tuned"] >= 1 and not stats["tuning_errors"]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_in_step_trials_swap_and_keep_the_losses(tmp_path):
+    """In-step tuning: screened candidates run inside the step, each judged
+    by the step's own timing against the schedule it replaced; winners
+    stay and become the database's best, losers are swapped back; the
+    losses still match tuning off."""
+    data = batches(400)
+    expected = losses_off(data)
+    path = tmp_path / "t.sqlite"
+    with trainer("background", database=path, tuning_options=options(trials=3)) as t:
+        got = [t.step(b) for b in data[:4]]
+        budget = wait_for(lambda: t._tuner.budget, 30)
+        deadline = time.monotonic() + 120
+        for b in data[4:]:
+            got.append(t.step(b))
+            judged = budget.trials_run - len(budget._pending)
+            if judged >= 2 or t.stats()["tuning_done"] or time.monotonic() > deadline:
+                break
+            # until a trial is in the step, steps wait for it (a fast network would
+            # otherwise run out of batches first)
+            while not t._checks and t._ready.empty() and time.monotonic() < deadline \
+                    and not t.stats()["tuning_done"]:
+                time.sleep(0.01)
+        stats, budget = t.stats(), t._tuner.budget
+        kept = dict(budget.kept)
+        running = {k.key: c.to_json() for k, c in zip(t.kernels, t._executor.program.configs)}
+    assert budget.trials_run >= 1 and stats["swaps"] >= budget.trials_run, stats
+    assert not stats["tuning_errors"]
+    assert all(running[key] == text for key, text in kept.items())
+    with Database(path) as db:
+        for key, text in kept.items():
+            assert db.best(key, "cpu", detect().fingerprint).config.to_json() == text
+    np.testing.assert_allclose(got, expected[:len(got)], rtol=1e-4, atol=1e-6)
 
 
 def test_crashing_and_hanging_workers_do_not_stop_training(tmp_path):
@@ -254,11 +291,12 @@ def test_keyboard_interrupt_in_a_with_block_stops_the_workers(tmp_path):
 @pytest.mark.parametrize("priority, policy", [("idle", os.SCHED_IDLE),
                                               ("normal", os.SCHED_OTHER)])
 def test_the_tuner_runs_in_a_child_process_at_its_priority(tmp_path, priority, policy):
-    """By default tuning never takes CPU time training needs: its process,
-    compilers and measuring workers run under SCHED_IDLE; training keeps
-    its own policy."""
+    """Isolated measuring, by default, never takes CPU time training needs:
+    its process, compilers and measuring workers run under SCHED_IDLE;
+    training keeps its own policy. (In-step trials run at normal priority
+    when their budget pays for it: test_in_step_trials_run_at_normal_priority.)"""
     opts = options(trials=4, budget_s=60, timeout=60.0, priority=priority,
-                   source_hook=hook(set(), None, lambda n: HANG))
+                   source_hook=hook(set(), None, lambda n: HANG), measure="isolated")
     with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
         for b in batches(4):
             t.step(b)
@@ -270,47 +308,142 @@ def test_the_tuner_runs_in_a_child_process_at_its_priority(tmp_path, priority, p
         assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
+class FakeLoad:
+    """A load signal: CPU seconds of a process that keeps `level` cores busy
+    (settable), integrated over the clock `clock` (default: real time)."""
+
+    def __init__(self, level, clock=time.monotonic):
+        self.level, self.clock = level, clock
+        self.cpu, self.at = 0.0, clock()
+
+    def __call__(self):
+        now = self.clock()
+        self.cpu += self.level * (now - self.at)
+        self.at = now
+        return self.cpu
+
+
+class StepClock:
+    """A clock that moves SAMPLE_S on each reading (no real time needed)."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        from neoflow.runtime.tuner_process import SAMPLE_S
+        self.t += SAMPLE_S
+        return self.t
+
+
+def test_in_step_trials_run_at_normal_priority(tmp_path):
+    """In-step tuning works only on trials the budget pays for, at normal
+    priority (at idle priority a busy machine would never run them); its
+    measuring worker with it."""
+    opts = options(trials=4, timeout=60.0, source_hook=hook(set(), None, lambda n: HANG))
+    with trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts) as t:
+        for b in batches(4):
+            t.step(b)
+        workers = wait_for(measuring_workers)
+        assert workers and t._tuner._process.pid != os.getpid()
+        assert all(os.sched_getscheduler(w) == os.SCHED_OTHER for w in workers)
+
+
 def test_the_idle_gate_waits_while_training_keeps_every_core_busy():
-    """IdleGate opens at once beside a sleeping process and stays shut beside
-    one that keeps (as many cores as it is told there are) busy, until stopped."""
+    """IdleGate opens at once beside a process that leaves a core free and
+    stays shut beside one that keeps (as many cores as it is told there are)
+    busy, until stopped; the load signal and the clock are injected, so
+    the machine's own load does not matter."""
+    import threading
+    from neoflow.runtime.tuner_process import IdleGate
+    from neoflow.tune.measure import Cancelled
+    stop = threading.Event()
+    clock = StepClock()
+    t0 = time.monotonic()
+    IdleGate(0, stop, cores=1, reader=FakeLoad(0.0, clock), clock=clock).wait()
+    IdleGate(0, stop, cores=2, reader=FakeLoad(1.0, clock), clock=clock).wait()
+    assert time.monotonic() - t0 < 5
+    threading.Timer(1.5, stop.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        IdleGate(0, stop, cores=1, reader=FakeLoad(1.0, clock), clock=clock).wait()
+    assert time.monotonic() - t0 >= 1.0
+    busy = IdleGate(0, stop, cores=2, reader=FakeLoad(2.0, clock), clock=clock)
+    assert [busy.busy() for _ in range(3)] == [False, True, True]   # (no interval at first)
+
+
+def test_the_idle_gates_load_signal_is_the_processes_cpu_time():
+    """The default load signal reads /proc: a sleeping process gains no CPU
+    time, this one gains what it spends spinning (CPU time, not wall time:
+    the machine's load does not change it)."""
     import subprocess
     import sys
     import threading
     from neoflow.runtime.tuner_process import IdleGate
-    from neoflow.tune.measure import Cancelled
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        stop = threading.Event()
-        t0 = time.monotonic()
-        IdleGate(sleeper.pid, stop, cores=1).wait()
-        assert time.monotonic() - t0 < 5
-        threading.Timer(1.5, stop.set).start()
-        t0 = time.monotonic()
-        with pytest.raises(Cancelled):
-            IdleGate(spinner.pid, stop, cores=1).wait()
-        assert time.monotonic() - t0 >= 1.0
+        assert wait_for(lambda: (proc_stat(sleeper.pid) or ["R"])[0] == "S", 30)
+        gate = IdleGate(sleeper.pid, threading.Event())
+        before = gate.reader()
+        time.sleep(0.3)
+        assert gate.reader() - before <= 0.02
     finally:
-        for p in (sleeper, spinner):
-            p.kill()
-            p.wait()
+        sleeper.kill()
+        sleeper.wait()
+    gate = IdleGate(os.getpid(), threading.Event())
+    before, spent = gate.reader(), time.process_time()
+    while time.process_time() - spent < 0.3:
+        pass
+    assert gate.reader() - before >= 0.2
+
+
+def test_the_in_step_load_signal_counts_the_whole_machine():
+    """The in-step budget's load signal is the machine's busy CPU time (all
+    processes), so it grows by at least what this process spends spinning."""
+    from neoflow.runtime.tuner_process import machine_cpu_seconds
+    before, spent = machine_cpu_seconds(), time.process_time()
+    while time.process_time() - spent < 0.3:
+        pass
+    assert machine_cpu_seconds() - before >= 0.2
+    assert machine_cpu_seconds(exclude=os.getpid()) < machine_cpu_seconds()
 
 
 def test_a_busy_trainer_starts_no_tuner_process_until_a_core_is_free(tmp_path, monkeypatch):
-    """Told the machine has one core, steady stepping keeps it busy: the
-    tuner process is not even forked; once training pauses, it starts."""
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    """Isolated measuring: while training keeps every core busy (the load
+    signal says so) the tuner process is not even forked; once a core is
+    free, it starts."""
+    from neoflow.runtime.tuner_process import TunerProcess
+    load = FakeLoad(2.0)
+    monkeypatch.setattr(TunerProcess, "load_signal", staticmethod(load))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     data = batches(8)
     with trainer("background", database=tmp_path / "t.sqlite",
-                 tuning_options=options(trials=2, budget_s=60)) as t:
-        deadline = time.monotonic() + 2.0
-        n = 0
-        while time.monotonic() < deadline:
-            t.step(data[n % len(data)])
-            n += 1
+                 tuning_options=options(trials=2, budget_s=60, measure="isolated")) as t:
+        for n in range(8):
+            t.step(data[n])
         assert t._tuner.started_at is not None, "the profile did not start the tuner"
+        time.sleep(1.0)
         assert t._tuner._process is None, "the tuner forked beside a busy trainer"
+        load.level = 0.5
         assert wait_for(lambda: t._tuner._process is not None, 30), "no start once idle"
+
+
+def test_a_trial_that_does_not_pay_is_not_started(tmp_path, monkeypatch):
+    """In-step tuning of a tiny network: a speed-up of a few microseconds a
+    step never pays for a compile in a run of unknown length, so no tuner
+    process starts; told the run is long (TuningOptions.steps), it does."""
+    from neoflow.runtime.tuner_process import TunerProcess
+    monkeypatch.setattr(TunerProcess, "load_signal", staticmethod(FakeLoad(2.0)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    data = batches(8)
+    for steps, forks in ((None, False), (10 ** 9, True)):
+        with trainer("background", database=tmp_path / "t.sqlite",
+                     tuning_options=options(trials=2, steps=steps)) as t:
+            for n in range(8):
+                t.step(data[n])
+            assert t._tuner.started_at is not None
+            forked = wait_for(lambda: t._tuner._process is not None, 1.0 if not forks else 30)
+            assert bool(forked) == forks, steps
+            assert t._tuner.budget is not None and t._tuner.in_step
 
 
 KILLED_TRAINER = """
@@ -387,11 +520,13 @@ def test_ahead_then_a_second_run_starts_tuned(tmp_path):
         assert all(step.from_database)
         assert [c.to_json() for c in step.configs] == [tuned[k.key] for k in second.kernels]
         assert second.stats()["kernels_tuned"] >= 1       # those with `trials` stored
-        got = train_while_tuning(second, data)
-        stats = second.stats()
-        assert stats["tuning_done"] and stats["swaps"] == 0
+        more = batches(60, seed=1)      # in-step trials of the others need steps to be judged
+        got = train_while_tuning(second, more)
+        stats, budget = second.stats(), second._tuner.budget
+        assert stats["tuning_done"]
+        assert stats["swaps"] == (budget.trials_run if budget is not None else 0)
         assert stats["kernels_tuned"] == stats["kernels_distinct"]
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got, losses_off(more), rtol=1e-4, atol=1e-6)
 
 
 def test_tuning_off_uses_the_databases_schedule(tmp_path):
