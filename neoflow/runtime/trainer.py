@@ -47,7 +47,7 @@ from ..tune.tuner import estimated_shares
 from . import checkpoint
 from .background import BackgroundTuner, TuningOptions, database_path
 from .executor import Executor
-from .feeds import check_feed
+from .feeds import FeedCheck, check_feed
 from .init import initial_value
 from .reference import ReferenceBackend
 from .scan_function import ScanBackend
@@ -156,6 +156,11 @@ class Trainer:
         for t in self._state.values():
             self._executor.write(t, 0)
         self._forward = {}
+        self._check_step_feed = FeedCheck(self.graph.inputs, self.graph.inputs, "step",
+                                          self._convert)
+        views = self._executor.buffer   # (steps write these arrays; built once)
+        self._input_views = [(id(t), views(t)) for t in self.graph.inputs]
+        self._scalar_views = [(name, views(t)) for (name, _), t in self.graph.scalars.items()]
         self._steps = self._runs = 0
         self._step_times = deque(maxlen=RECENT_STEPS)
         self._history, self._history_every = [], 1
@@ -231,16 +236,19 @@ class Trainer:
         self._check_open()
         t0 = time.perf_counter()
         ex, graph = self._executor, self.graph
-        values = check_feed(feed, graph.inputs, graph.inputs, "step", self._convert)
+        values = self._check_step_feed(feed)
         scalars = self.optimizer.scalar_values(self._steps + 1)  # may raise: a schedule's end
-        self._apply_swaps(t0)
-        for t in graph.inputs:
-            ex.write(t, values[id(t)])
+        if not self._ready.empty():
+            self._apply_swaps(t0)
+        write = ex.memory.write
+        for key, target in self._input_views:
+            write(target, values[key])
         self._steps += 1
-        for (name, _), t in graph.scalars.items():
-            ex.write(t, scalars[name])
-        for t, state in zip(graph.randoms, self._random_states(graph.randoms, self._steps)):
-            ex.write(t, state)
+        for name, target in self._scalar_views:
+            write(target, scalars[name])
+        if graph.randoms:
+            for t, state in zip(graph.randoms, self._random_states(graph.randoms, self._steps)):
+                ex.write(t, state)
         profile = self._steps > 1 and self._profile_left > 0 and self._backend.name == "native"
         if profile:
             self._check_phase()
