@@ -11,9 +11,10 @@ a fresh tuning database in a temporary directory, so the runs are
 comparable and nothing is left behind:
 
 * tuning="background": the first step runs as soon as the kernels compile;
-  a tuner in a child process at idle priority searches schedules in the CPU
-  time training leaves idle, and faster kernels are swapped in between
-  steps (a live progress line shows step, loss, ms/step and kernels tuned);
+  a tuner in a child process tries a schedule only where its expected gain
+  over the remaining steps pays for the CPU it takes, times it inside the
+  training step and keeps it only if the step gets faster (a live progress
+  line shows step, loss, ms/step and kernels tuned);
 * tuning="ahead": tune first (TUNING_SHARE of the budget), then train;
 * tuning="off": default schedules throughout.
 
