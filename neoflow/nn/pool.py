@@ -6,14 +6,23 @@ count_include_pad and divisor_override (avg); adaptive windows
 
 Windows are reductions masked with the reduction's `where=` (only positions
 inside the input take part); the mask is emitted only where a window can
-leave the input. The average's divisor is a constant when every window has
+leave the input. A max pooling's window instead guards its value (a
+position outside the input reads as -inf): its reduce loops keep constant
+bounds, loop partitioning cuts the edges, and the default schedule
+vectorises across the output row (schedule/default.py, `_small_window`). The average's divisor is a constant when every window has
 the same one, else an index expression. One N-d builder serves 2-D and 3-D.
+
+A max pooling carries its input gradient as an adjoint rule (first-maximum
+positions and a gather over the windows holding each point: nn/pool_grad.py).
 
 Hands on: one compute Tensor per pooling.
 """
 from .. import te
 from ..errors import NeoFlowError, ShapeError
 from ..te import dtype as dt
+from ..te.simplify import reduce_identity
+from . import pool_grad
+from .pool_grad import guarded
 from .common import affine, check_float, check_tensor, conjunction, int_tuple, is_int, reject
 from .conv import SPATIAL
 
@@ -111,9 +120,12 @@ def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
 
     def body(*idx):
         pos, cond = geo.window(idx[-nd:], axes)
-        return te.max(x[idx[:-nd] + pos], axis=axes, where=cond)
+        return te.max(guarded(x[idx[:-nd] + pos], cond, reduce_identity("max", x.dtype)),
+                      axis=axes)
 
-    return te.compute(x.shape[:-nd] + geo.out, body, name=op)
+    y = te.compute(x.shape[:-nd] + geo.out, body, name=op)
+    pool_grad.attach(y, x, geo)
+    return y
 
 
 def _avg_pool(op, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -294,4 +306,8 @@ def _adaptive(op, nd, kind, input, output_size):
             return total * (1.0 / const)
         return total / te.cast(expr * const if const != 1 else expr, x.dtype)
 
-    return te.compute(x.shape[:-nd] + out, body, name=op)
+    y = te.compute(x.shape[:-nd] + out, body, name=op)
+    if kind == "max" and all(n % m == 0 for n, m in zip(sizes, out)):   # plain windows
+        k = tuple(n // m for n, m in zip(sizes, out))
+        pool_grad.attach(y, x, _Geometry(k, k, (0,) * nd, (1,) * nd, sizes, out))
+    return y

@@ -65,12 +65,22 @@ def _safe(e, ranges):
     """Whether evaluating `e` anywhere in `ranges` reads only in bounds and cannot trap."""
     for n in nodes(e):
         if isinstance(n, Load):
-            bounds = interval(n.index, ranges)
+            bounds = interval(_floor_form(n.index), ranges)
             if n.checks or bounds is None or bounds[0] < 0 or bounds[1] >= n.buffer.size:
                 return False
         elif _divides(n) and not (isinstance(n.b, Const) and n.b.value != 0):
             return False
     return True
+
+
+def _floor_form(e):
+    """`e` with its CDivs (C division of non-negative integers) as the floor
+    divisions they equal, which `interval` bounds (a gather at `(j + 1) / 2`)."""
+    def floor(n):
+        if isinstance(n, CDiv):
+            return Binary("floordiv" if n.op == "div" else "mod", n.a, n.b, n.dtype)
+        return n
+    return map_expr(e, floor)
 
 
 def _divides(n):

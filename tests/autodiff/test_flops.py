@@ -77,9 +77,12 @@ def test_conv2d_input_and_weight_gradients(dilation, padding):
                                 dict(kernel_size=3, stride=1), dict(kernel_size=2)])
 def test_pooling_gradients(kw):
     x = nf.placeholder((2, 4, 12, 12), name="x")
-    for pool in (nf.nn.max_pool2d, nf.nn.avg_pool2d):
+    for pool, bound in ((nf.nn.max_pool2d, 2.5), (nf.nn.avg_pool2d, 1.5)):
+        # max: the first-maximum pass (one compare per element, 1x) and the gather
+        # (nn/pool_grad.py) whose ceil(k/s)^2 candidate terms per input point the
+        # model counts as all adding (their data condition is not an affine one-hot)
         y = pool(x, **kw)
-        assert nf.flops(_grad(y, x), given=_forward(y)) <= 1.5 * nf.flops(y)
+        assert nf.flops(_grad(y, x), given=_forward(y)) <= bound * nf.flops(y)
 
 
 def test_matmul_gradients():
