@@ -57,6 +57,7 @@ from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.visit import children, post_order, reads
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
+from .delinearize import alias_source
 from .stage import Stage
 
 VECTOR_BYTES = 32        # AVX2
@@ -133,10 +134,27 @@ def _chain_sharing_stages(stages, configs, inputs):
             calls = _calls(st)
             shared |= bool(calls & seen)
             seen |= calls
-        if not shared:
+        if not shared and not _rereads_rows(stages[n:end]):
             for sc in configs[n + 1:end]:
                 sc.compute_at = False
         n = end
+
+
+def _rereads_rows(group):
+    """Whether a stage of the run re-reads a tensor that a reduction before it
+    in the run streamed (softmax: the max, the sum of exponentials and the
+    normalisation each read x[i, :]). Chained, each row is read from memory
+    once and from cache by the later passes, in one parallel loop: softmax
+    4096x1024 measured 1.4 -> 2.0 GB/s (loaded machine, A/B alternated)."""
+    own = {id(t) for st in group for t in (st.tensor, st.source)}
+    streamed = set()
+    for st in group:
+        mine = {id(alias_source(r.tensor)) for r in reads(st.tensor.op.body)} - own
+        if mine & streamed:
+            return True
+        if st.reduction is not None:
+            streamed |= mine
+    return False
 
 
 def _calls(st):
