@@ -126,7 +126,9 @@ def _rules(T, top, guards, lifted):
     reduction): `rule(adjoint)` is the input's gradient through that
     reduction of T's body given the reduction's adjoint (a Tensor over T's
     axes), e.g. a strided convolution's polyphase input gradient
-    (nn/polyphase.py). It applies where the reduction is T's whole value;
+    (nn/polyphase.py), or None where the input gets nothing through T
+    (softmax's row max, whose shift cancels). It applies where the
+    reduction is T's whole value;
     where normalize lifted it into a compute of its own over the same axes
     (a bias added after the sum), that compute gets the rule."""
     entries = getattr(T.op, "adjoint_rules", ())
@@ -211,8 +213,9 @@ class _Reverse:
             if id(read.tensor) not in self.dep:
                 continue
             if id(read.tensor) in rules:    # the operator's own gradient for this input
-                rule = rules.pop(id(read.tensor))
-                self.contribs.setdefault(id(read.tensor), []).append(_Whole(rule(adj.tensor)))
+                whole = rules.pop(id(read.tensor))(adj.tensor)
+                if whole is not None:   # None: the input gets nothing through T
+                    self.contribs.setdefault(id(read.tensor), []).append(_Whole(whole))
                 continue
             outside = summed and not extra and _outside(read, top.axes)
             factor = _factor_of(adjoint, root, top.axes) if outside else None

@@ -300,8 +300,10 @@ def softmax(input, dim, dtype=None):
         return te.compute((), lambda: te.exp(x[()] - x[()]), name="softmax")
     m, s = max_and_sumexp(x, d, "softmax")
     drop = lambda i: i[:d] + i[d + 1:]   # noqa: E731
-    return te.compute(x.shape, lambda *i: te.exp(x[i] - m[drop(i)]) / s[drop(i)],
-                      name="softmax")
+    y = te.compute(x.shape, lambda *i: te.exp(x[i] - m[drop(i)]) / s[drop(i)],
+                   name="softmax")
+    _row_gradient(y, x, m, s, d, lambda g, t, i: y[i] * (g[i] - t))
+    return y
 
 
 def log_softmax(input, dim, dtype=None):
@@ -315,5 +317,27 @@ def log_softmax(input, dim, dtype=None):
         return te.compute((), lambda: x[()] - x[()], name="log_softmax")
     m, s = max_and_sumexp(x, d, "log_softmax")
     drop = lambda i: i[:d] + i[d + 1:]   # noqa: E731
-    return te.compute(x.shape, lambda *i: x[i] - m[drop(i)] - te.log(s[drop(i)]),
-                      name="log_softmax")
+    y = te.compute(x.shape, lambda *i: x[i] - m[drop(i)] - te.log(s[drop(i)]),
+                   name="log_softmax")
+    _row_gradient(y, x, m, s, d, lambda g, t, i: g[i] - te.exp(y[i]) * t, weighted=False)
+    return y
+
+
+def _row_gradient(y, x, m, s, d, dx, weighted=True):
+    """Give softmax/log_softmax `y` of `x` (row max m, sum of exponentials s,
+    over dim d) torch's gradient as its adjoint rule (autodiff/reverse.py,
+    `_rules`): t = sum over d of g * y (`weighted`) or of g, then
+    dx[i] = `dx(g, t[row of i], i)` -- one reduction and one elementwise pass.
+    The derived gradient also differentiates the shift by the row max, which
+    cancels (an argmax pass and two more sums for a zero); so m and s get
+    nothing (rules returning None)."""
+    drop = lambda i: i[:d] + i[d + 1:]   # noqa: E731
+
+    def rule(g):
+        t = reduce_over(y.shape, (d,), False,
+                        lambda f, o: g[f] * y[f] if weighted else g[f], f"d{y.name}_sum")
+        return te.compute(x.shape, lambda *i: dx(g, t[drop(i)], i), name=f"d{x.name}")
+
+    nothing = lambda g: None   # noqa: E731
+    y.op.adjoint_rules = ((x, rule, y.op.body), (m, nothing, y.op.body),
+                          (s, nothing, y.op.body))
