@@ -3,7 +3,8 @@
 Prints a markdown table: GFLOP/s for matmul and the convolutions (conv2d,
 conv3d, conv_transpose2d and its weight gradient, a strided conv's input
 gradient), GB/s (input read once + output written once) for softmax, the
-elementwise chain and max_pool2d's input gradient. Each side runs
+elementwise chain, max_pool2d's input gradient and softmax with its
+input gradient. Each side runs
 alone in a process of its own with its default threading (`--side neoflow`
 / `--side torch`, neoflow.zoo.solo.run_side: never beside the other's
 OpenMP pool); a figure is the median of BLOCKS blocks' medians of REPEATS
@@ -133,11 +134,27 @@ def max_pool_grad(batch, channels, size):
             (torch.from_numpy(xv), torch.from_numpy(gv)), 2 * xv.nbytes + gv.nbytes, "GB/s")
 
 
-def softmax():
-    x = nf.placeholder((4096, 1024), name="x")
-    xv = rand(4096, 1024)
-    return ("softmax 4096x1024 (dim 1)", nf.build(nf.nn.softmax(x, dim=1), [x]), (xv,),
-            lambda t: torch.softmax(t, dim=1), (torch.from_numpy(xv),), 2 * xv.nbytes, "GB/s")
+def softmax(rows=4096, cols=1024, grad=False):
+    """softmax over dim 1; with `grad` the forward and the input gradient
+    from x and the output gradient, as a training step needs them (torch:
+    softmax and _softmax_backward_data). GB/s: x read and y written, with
+    `grad` also g read and dx written."""
+    x = nf.placeholder((rows, cols), name="x")
+    xv = rand(rows, cols)
+    y = nf.nn.softmax(x, dim=1)
+    name = f"softmax {rows}x{cols} (dim 1)"
+    if not grad:
+        return (name, nf.build(y, [x]), (xv,), lambda t: torch.softmax(t, dim=1),
+                (torch.from_numpy(xv),), 2 * xv.nbytes, "GB/s")
+    g = nf.placeholder(y.shape, name="g")
+    dx, = nf.grad(y, [x], head=g)
+    gv = rand(rows, cols) * 0.5
+
+    def torch_both(t, h):
+        out = torch.softmax(t, dim=1)
+        return out, torch._softmax_backward_data(h, out, 1, t.dtype)
+    return (name + " with input grad", nf.build([y, dx], [x, g]), (xv, gv), torch_both,
+            (torch.from_numpy(xv), torch.from_numpy(gv)), 4 * xv.nbytes, "GB/s")
 
 
 def chain():
@@ -165,12 +182,13 @@ CASES = {"matmul": (lambda: matmul(512), lambda: matmul(1024)),
          "conv_input_grad": (lambda: conv_input_grad(16, 256, 256, 20, 9, 0),
                              lambda: conv_input_grad(8, 64, 128, 56, 3, 1)),
          "max_pool_grad": (lambda: max_pool_grad(8, 64, 112),),
-         "softmax": (softmax,), "chain": (chain,)}
+         "softmax": (softmax, lambda: softmax(grad=True)), "chain": (chain,)}
 SMOKE = {"matmul": (lambda: matmul(64),), "conv3d": (lambda: conv3d(1, 8, 3, 6),),
          "conv_transpose2d": (lambda: conv_transpose2d(2, 8, 4),
                               lambda: conv_transpose2d(2, 8, 4, weight_grad=True)),
          "conv_input_grad": (lambda: conv_input_grad(2, 8, 8, 13, 9, 0),),
-         "max_pool_grad": (lambda: max_pool_grad(2, 4, 15),)}
+         "max_pool_grad": (lambda: max_pool_grad(2, 4, 15),),
+         "softmax": (lambda: softmax(64, 97), lambda: softmax(64, 97, grad=True))}
 
 
 def time_side(side, blocks, only, smoke=False):

@@ -11,5 +11,6 @@ def test_ops_bench_smoke(capsys):
     assert any(n.startswith("conv_transpose2d weight grad") for n in names)
     assert any(n.startswith("conv2d input grad 9x9/2") for n in names)
     assert any(n.startswith("max_pool2d 3x3/2 pad 1 input grad") for n in names)
+    assert any(n.startswith("softmax") and n.endswith("with input grad") for n in names)
     assert all(float(r[4]) > 0 for r in rows)          # the ratio (tiny rates print as 0.0)
     assert "| op | NeoFlow | torch |" in capsys.readouterr().out
