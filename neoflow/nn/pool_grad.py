@@ -13,10 +13,10 @@ Here, as the pooling's own adjoint rule (autodiff/reverse.py, `_rules`):
   element attaining y[o] (torch's rule: the first maximum wins, the whole
   gradient goes to it; an element is "below" only if it compares less, so
   a NaN attains -- where the maximum itself is NaN, the window's first
-  element gets the gradient, where torch picks its last NaN), int32, one `min` reduction
-  over the window beside y's own, of position + window size * (element
-  below the maximum) -- arithmetic that vectorises, where an int select
-  stays a branch;
+  element gets the gradient, where torch picks its last NaN), int32, one
+  `min` reduction over the window beside y's own, of position + window
+  size * (element below the maximum) -- arithmetic that vectorises, where
+  an int select stays a branch;
 * `max_input_grad`: for each input point, the windows that can hold it,
   enumerated as a fixed unrolled list per dimension -- undilated:
   o = (i + p) // s - j, j < ceil(k / s), at window position
@@ -32,6 +32,11 @@ Here, as the pooling's own adjoint rule (autodiff/reverse.py, `_rules`):
   left edge loops of one iteration before each row, after which gcc's PRE
   blocked vectorising the row: 25% slower (dx alone, 8x64x112x112, loaded
   machine, A/B alternated).
+
+nf.flops counts this gradient at about 2.2x the forward (3x3/2; the
+solver's form: 1.1x): the first-maximum pass is 1x, and the model counts
+every candidate term's add, its data condition not being an affine one-hot
+it could count exactly. Measured, the step it replaces ran 2-3x slower.
 
 Adaptive max pooling whose windows do not tile the input evenly, and
 windows with more than MAX_CANDIDATES candidates per point, keep the
