@@ -13,7 +13,6 @@ Everything else runs in PyTorch, unchanged. Found by torch through the
 Hands on: `neoflow_backend` (the backend callable) and the records
 `report.report` reads.
 """
-import ctypes
 import operator
 import threading
 
@@ -25,15 +24,11 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...api import build
-from ...codegen.c import ENTRY
-from ...graph.plan import computed_tensors
-from ...runtime.function import BuiltFunction
 from ...errors import NeoFlowError
 from ...te import placeholder
-from ...te.random import random_states
 from ...te.tensor import Tensor
-from ...te.visit import topo_tensors
-from .convert import te_dtype, to_array, to_torch, torch_dtype
+from .convert import te_dtype, to_array, to_torch
+from .direct import Direct
 from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported, folded_operands
 from .report import CompiledModel, GraphRecord, node_flops, op_name
 
@@ -301,7 +296,7 @@ class Runner:
 
     A plain built function (no nf.scan, no random tensors) is called
     through its entry point directly: the inputs' and fresh torch outputs'
-    addresses in, no NumPy views, one native call (see `_Direct`);
+    addresses in, no NumPy views, one native call (see direct.py);
     anything else, and any error the kernels report, goes through the
     function's own checked call."""
 
@@ -318,11 +313,11 @@ class Runner:
     @function.setter
     def function(self, function):       # a tuned function is swapped in here
         self._function = function
-        self._direct = _Direct.of(function)
+        self._direct = Direct.of(function)
 
     def __call__(self, *tensors):
         direct = self._direct
-        results = direct(tensors) if direct is not None else None
+        results = direct(tensors) if direct is not None and direct.matches(tensors) else None
         if results is None:
             results = self._function(*[to_array(t) for t in tensors])
             if not isinstance(results, tuple):
@@ -334,54 +329,6 @@ class Runner:
                 t = torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
             outs.append(t)
         return outs[0] if self.single else tuple(outs)
-
-
-class _Direct:
-    """The entry point of a BuiltFunction called with torch tensors: per
-    call, each input's address (a contiguous copy only where it is not
-    contiguous; shapes and dtypes checked), a fresh torch tensor per
-    computed output, the outputs handed back in order (a tensor asked
-    twice, or an input asked back, is a copy). Returns None when the
-    kernels report an error, so that the caller's checked call raises it."""
-
-    def __init__(self, function):
-        outputs, inputs = function.outputs, function.inputs
-        computed = computed_tensors(outputs)
-        self._entry = function.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p],
-                                           ctypes.c_int64)
-        self._inputs = [(tuple(t.shape), torch_dtype(t.dtype)) for t in inputs]
-        self._results = [(tuple(t.shape), torch_dtype(t.dtype)) for t in computed]
-        self._pointers = ctypes.c_void_p * (len(inputs) + len(computed))
-        where = {id(t): ("in", n) for n, t in enumerate(inputs)}
-        where.update({id(t): ("out", n) for n, t in enumerate(computed)})
-        handed, self._handout = set(), []
-        for t in outputs:
-            self._handout.append(where[id(t)] + (id(t) in handed or not t.is_compute,))
-            handed.add(id(t))
-
-    @classmethod
-    def of(cls, function):
-        """A _Direct for `function`, or None where its own call is needed."""
-        if not isinstance(function, BuiltFunction) or \
-                random_states(topo_tensors(list(function.outputs))):
-            return None
-        return cls(function)
-
-    def __call__(self, tensors):
-        inputs = []
-        for t, (shape, dtype) in zip(tensors, self._inputs):
-            if t.dtype != dtype or tuple(t.shape) != shape:
-                return None             # the checked call names what is wrong
-            inputs.append(t if t.is_contiguous() else t.contiguous())
-        results = [torch.empty(shape, dtype=dtype) for shape, dtype in self._results]
-        err = (ctypes.c_int64 * 2)()
-        self._entry(self._pointers(*[t.data_ptr() for t in inputs],
-                                   *[r.data_ptr() for r in results]), err)
-        if err[0] != 0:
-            return None
-        pools = {"in": inputs, "out": results}
-        return [pools[pool][n].clone() if copy else pools[pool][n]
-                for pool, n, copy in self._handout]
 
 
 def kernel_count(function):
