@@ -17,6 +17,21 @@ that load from other processes hits all alike; it is labelled as such.
     python bench/torch_backend.py                          # default sizes
     python bench/torch_backend.py --networks lltm lenet --blocks 7 --steps 20
     python bench/torch_backend.py --smoke                  # tiny, for the tests
+    python bench/torch_backend.py --breakdown lltm lenet   # where a backend step goes
+
+--breakdown NET...: per network, in one process, where a training step
+through backend="neoflow" goes, against nf.Trainer's step on the same
+network (the two alternate block by block): the forward call (Dynamo's
+guards, torch's AOT runtime wrappers, the native calls), loss.backward()
+(the autograd engine, the AOT backward wrapper, the native calls),
+zero_grad + the optimizer step, and inside the compiled graphs the
+native calls' time (the generated entry points) and the Python around
+them (the partition runners); with counts load does not disturb: Dynamo
+graphs (graph breaks + 1), native calls, ATen ops left in PyTorch (views
+taken at no cost, fallbacks), tensors the forward saves for the backward,
+partition inputs that were not contiguous (a copy each) and outputs
+restrided (a copy each), kernels; nf.Trainer: its step and its kernels'
+own time (its kernel profile, taken once).
 """
 import argparse
 import json
@@ -164,6 +179,111 @@ class _null:
         return False
 
 
+# --- where a backend step goes ----------------------------------------------------------------
+class _Clock:
+    """Seconds accumulated per label."""
+
+    def __init__(self):
+        self.total = {}
+
+    def add(self, label, seconds):
+        self.total[label] = self.total.get(label, 0.0) + seconds
+
+
+def _instrument(run, clock, counts):
+    """Time the native calls and the partition runners of `run`'s compiled
+    graphs (their Runner objects, patched on the instance's class), count
+    the non-contiguous inputs and restrided outputs they see."""
+    import importlib
+    backend = importlib.import_module("neoflow.frontends.torch.backend")
+    runner_call = backend.Runner.__call__
+
+    def timed_runner(self, *tensors):
+        counts["copies_in"] = counts.get("copies_in", 0) + sum(
+            not t.is_contiguous() for t in tensors)
+        counts["copies_out"] = counts.get("copies_out", 0) + sum(
+            s is not None for s in self.strides)
+        start = time.perf_counter()
+        out = runner_call(self, *tensors)
+        clock.add("runner", time.perf_counter() - start)
+        return out
+    backend.Runner.__call__ = timed_runner
+    for graph in _graph_records(run):
+        for runner in graph.runners:
+            direct = runner._direct
+            if direct is None:
+                continue
+            entry = direct._entry
+
+            def timed_entry(*a, _entry=entry):
+                start = time.perf_counter()
+                out = _entry(*a)
+                clock.add("native", time.perf_counter() - start)
+                return out
+            direct._entry = timed_entry
+
+
+def _graph_records(run):
+    from neoflow.frontends.torch.report import compiled_for
+    return [g for record in compiled_for(run.fn) for g in record.graphs]
+
+
+def breakdown(network, preset, steps, blocks):
+    """Where a backend training step goes on `network`, against nf.Trainer
+    (see --breakdown in the module docstring); returns a dict of ms/step
+    (medians over blocks) and counts per step."""
+    import neoflow as nf
+    backend, trainer = _Run("neoflow", network, preset), _Run("trainer", network, preset)
+    for _ in range(3):
+        backend.step()
+        trainer.step()
+    clock, counts = _Clock(), {}
+    _instrument(backend, clock, counts)
+    parts = {k: [] for k in ("step", "forward", "backward", "optimizer", "native", "runner",
+                             "trainer step")}
+    for _ in range(blocks):
+        clock.total.clear()
+        counts.clear()
+        fw = bw = opt = 0.0
+        start = time.perf_counter()
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            loss = backend.fn(backend.data)
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            backend.opt.step()
+            backend.opt.zero_grad()
+            loss.item()
+            t3 = time.perf_counter()
+            fw, bw, opt = fw + t1 - t0, bw + t2 - t1, opt + t3 - t2
+        parts["step"].append((time.perf_counter() - start) * 1e3 / steps)
+        for k, v in (("forward", fw), ("backward", bw), ("optimizer", opt),
+                     ("native", clock.total.get("native", 0.0)),
+                     ("runner", clock.total.get("runner", 0.0))):
+            parts[k].append(v * 1e3 / steps)
+        parts["trainer step"].append(trainer.block(steps))
+    ms = {k: statistics.median(v) if v else None for k, v in parts.items()}
+    profile = trainer.trainer.stats()["kernel_profile"]   # profiled once, per kernel
+    ms["trainer kernels"] = sum(k["ms"] for k in profile) if profile else None
+    ms["runner python"] = ms["runner"] - ms["native"]
+    ms["outside graphs"] = ms["step"] - ms["runner"]
+    graphs = _graph_records(backend)
+    saved = [g["saved"] for g in graphs if g["kind"] == "backward"]
+    out = {"ms_step": ms, "counts": {
+        "dynamo graphs": len(nf.torch.report(backend.fn)) and
+        len({name.split(".")[0] for name in nf.torch.report(backend.fn)}),
+        "native calls": sum(len(g.runners) for g in graphs),
+        "kernels": sum(g.kernels for g in graphs),
+        "trainer kernels": trainer.kernels(),
+        "torch views": sum(sum(g["views"].values()) for g in graphs),
+        "fallback ops": sum(sum(g["fallback"].values()) for g in graphs),
+        "saved for backward": sum(saved) if saved else None,
+        "copies in per step": counts.get("copies_in", 0) // steps,
+        "copies out per step": counts.get("copies_out", 0) // steps}}
+    return out
+
+
 # --- the driver ----------------------------------------------------------------------------
 def _spawn(args):
     done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
@@ -220,9 +340,21 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     p.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--breakdown", nargs="+", metavar="NET",
+                   help="where a backend step goes on NET, against nf.Trainer")
     a = p.parse_args(argv)
     if a.smoke:
         a.preset, a.steps, a.blocks, a.warmup, a.calls = "small", 2, 2, 1, 50
+    if a.breakdown:
+        found = {net: breakdown(net, a.preset, a.steps, a.blocks) for net in a.breakdown}
+        for net, r in found.items():
+            print(f"{net} ({a.preset}): ms/step, median of {a.blocks} blocks of {a.steps}")
+            for k, v in r["ms_step"].items():
+                print(f"  {k:<20} " + ("-" if v is None else f"{v:8.3f}"))
+            for k, v in r["counts"].items():
+                print(f"  {k:<20} {v}")
+        print(json.dumps(found))
+        return found
     if a.overhead_worker:
         print(json.dumps(op_overhead(a.calls)))
         return None

@@ -270,6 +270,10 @@ def lower_graph(fx, kind, opts, record):
             graph.runners.append(runner)
     fused.graph.lint()
     fused.recompile()
+    graph["native_calls"] = len(graph.runners)
+    if kind == "backward":
+        graph["saved"] = sum(1 for n in fx.graph.nodes if n.op == "placeholder"
+                             and not n.name.startswith("tangents"))
     for node, reason in reasons.items():
         if node.target is operator.getitem:
             continue
