@@ -21,7 +21,7 @@ that load from other processes hits all alike; it is labelled as such.
 
 --breakdown NET...: per network, in one process, where a training step
 through backend="neoflow" goes, against nf.Trainer's step on the same
-network (the two alternate block by block): the forward call (Dynamo's
+network and eager PyTorch (the three alternate block by block): the forward call (Dynamo's
 guards, torch's AOT runtime wrappers, the native calls), loss.backward()
 (the autograd engine, the AOT backward wrapper, the native calls),
 zero_grad + the optimizer step, and inside the compiled graphs the
@@ -29,9 +29,12 @@ native calls' time (the generated entry points) and the Python around
 them (the partition runners); with counts load does not disturb: Dynamo
 graphs (graph breaks + 1), native calls, ATen ops left in PyTorch (views
 taken at no cost, fallbacks), tensors the forward saves for the backward,
-partition inputs that were not contiguous (a copy each) and outputs
-restrided (a copy each), kernels; nf.Trainer: its step and its kernels'
-own time (its kernel profile, taken once).
+partition inputs copied to be contiguous, those read in place through
+their strides, outputs restrided (a copy each), kernels; nf.Trainer: its step and its kernels'
+own time (its kernel profile, taken once). `--clock cpu` times with the
+thread's CPU time instead of the wall clock: on a loaded machine, run
+single-threaded (OMP_NUM_THREADS=1), it leaves out the time the process
+waits for a core.
 """
 import argparse
 import json
@@ -190,7 +193,7 @@ class _Clock:
         self.total[label] = self.total.get(label, 0.0) + seconds
 
 
-def _instrument(run, clock, counts):
+def _instrument(run, clock, counts, now):
     """Time the native calls and the partition runners of `run`'s compiled
     graphs (their Runner objects, patched on the instance's class), count
     the non-contiguous inputs and restrided outputs they see."""
@@ -200,12 +203,16 @@ def _instrument(run, clock, counts):
 
     def timed_runner(self, *tensors):
         counts["copies_in"] = counts.get("copies_in", 0) + sum(
-            not t.is_contiguous() for t in tensors)
+            not t.is_contiguous() if layout is None else t.stride() != layout[1]
+            for t, layout in zip(tensors, self.layouts))
+        counts["read_in_place"] = counts.get("read_in_place", 0) + sum(
+            layout is not None and t.stride() == layout[1]
+            for t, layout in zip(tensors, self.layouts))
         counts["copies_out"] = counts.get("copies_out", 0) + sum(
             s is not None for s in self.strides)
-        start = time.perf_counter()
+        start = now()
         out = runner_call(self, *tensors)
-        clock.add("runner", time.perf_counter() - start)
+        clock.add("runner", now() - start)
         return out
     backend.Runner.__call__ = timed_runner
     for graph in _graph_records(run):
@@ -216,9 +223,9 @@ def _instrument(run, clock, counts):
             entry = direct._entry
 
             def timed_entry(*a, _entry=entry):
-                start = time.perf_counter()
+                start = now()
                 out = _entry(*a)
-                clock.add("native", time.perf_counter() - start)
+                clock.add("native", now() - start)
                 return out
             direct._entry = timed_entry
 
@@ -228,44 +235,51 @@ def _graph_records(run):
     return [g for record in compiled_for(run.fn) for g in record.graphs]
 
 
-def breakdown(network, preset, steps, blocks):
+def breakdown(network, preset, steps, blocks, now=time.perf_counter):
     """Where a backend training step goes on `network`, against nf.Trainer
     (see --breakdown in the module docstring); returns a dict of ms/step
-    (medians over blocks) and counts per step."""
+    (medians over blocks; `now` is the clock: wall time, or this thread's
+    CPU time) and counts per step."""
     import neoflow as nf
     backend, trainer = _Run("neoflow", network, preset), _Run("trainer", network, preset)
+    eager = _Run("eager", network, preset)
     for _ in range(3):
-        backend.step()
-        trainer.step()
+        for run in (backend, trainer, eager):
+            run.step()
     clock, counts = _Clock(), {}
-    _instrument(backend, clock, counts)
+    _instrument(backend, clock, counts, now)
     parts = {k: [] for k in ("step", "forward", "backward", "optimizer", "native", "runner",
-                             "trainer step")}
+                             "trainer step", "eager step")}
     for _ in range(blocks):
         clock.total.clear()
         counts.clear()
         fw = bw = opt = 0.0
-        start = time.perf_counter()
+        start = now()
         for _ in range(steps):
-            t0 = time.perf_counter()
+            t0 = now()
             loss = backend.fn(backend.data)
-            t1 = time.perf_counter()
+            t1 = now()
             loss.backward()
-            t2 = time.perf_counter()
+            t2 = now()
             backend.opt.step()
             backend.opt.zero_grad()
             loss.item()
-            t3 = time.perf_counter()
+            t3 = now()
             fw, bw, opt = fw + t1 - t0, bw + t2 - t1, opt + t3 - t2
-        parts["step"].append((time.perf_counter() - start) * 1e3 / steps)
+        parts["step"].append((now() - start) * 1e3 / steps)
         for k, v in (("forward", fw), ("backward", bw), ("optimizer", opt),
                      ("native", clock.total.get("native", 0.0)),
                      ("runner", clock.total.get("runner", 0.0))):
             parts[k].append(v * 1e3 / steps)
-        parts["trainer step"].append(trainer.block(steps))
+        for label, run in (("trainer step", trainer), ("eager step", eager)):
+            start = now()
+            for _ in range(steps):
+                run.step()
+            parts[label].append((now() - start) * 1e3 / steps)
     ms = {k: statistics.median(v) if v else None for k, v in parts.items()}
     profile = trainer.trainer.stats()["kernel_profile"]   # profiled once, per kernel
-    ms["trainer kernels"] = sum(k["ms"] for k in profile) if profile else None
+    ms["trainer kernels (profiled once, wall)"] = sum(k["ms"] for k in profile) \
+        if profile else None
     ms["runner python"] = ms["runner"] - ms["native"]
     ms["outside graphs"] = ms["step"] - ms["runner"]
     graphs = _graph_records(backend)
@@ -280,6 +294,7 @@ def breakdown(network, preset, steps, blocks):
         "fallback ops": sum(sum(g["fallback"].values()) for g in graphs),
         "saved for backward": sum(saved) if saved else None,
         "copies in per step": counts.get("copies_in", 0) // steps,
+        "strided reads per step": counts.get("read_in_place", 0) // steps,
         "copies out per step": counts.get("copies_out", 0) // steps}}
     return out
 
@@ -342,13 +357,18 @@ def main(argv=None):
     p.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--breakdown", nargs="+", metavar="NET",
                    help="where a backend step goes on NET, against nf.Trainer")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="--breakdown's clock: wall time, or the thread's CPU time (with "
+                        "OMP_NUM_THREADS=1 on a loaded machine: descheduled time not counted)")
     a = p.parse_args(argv)
     if a.smoke:
         a.preset, a.steps, a.blocks, a.warmup, a.calls = "small", 2, 2, 1, 50
     if a.breakdown:
-        found = {net: breakdown(net, a.preset, a.steps, a.blocks) for net in a.breakdown}
+        now = time.perf_counter if a.clock == "wall" else time.thread_time
+        found = {net: breakdown(net, a.preset, a.steps, a.blocks, now) for net in a.breakdown}
         for net, r in found.items():
-            print(f"{net} ({a.preset}): ms/step, median of {a.blocks} blocks of {a.steps}")
+            print(f"{net} ({a.preset}): ms/step ({a.clock} clock), median of {a.blocks} "
+                  f"blocks of {a.steps}")
             for k, v in r["ms_step"].items():
                 print(f"  {k:<20} " + ("-" if v is None else f"{v:8.3f}"))
             for k, v in r["counts"].items():

@@ -25,10 +25,10 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...api import build
 from ...errors import NeoFlowError
-from ...te import placeholder
+from ...te import compute, placeholder
 from ...te.tensor import Tensor
 from .convert import te_dtype, to_array, to_torch
-from .direct import Direct
+from .direct import Direct, flat_span
 from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported, folded_operands
 from .report import CompiledModel, GraphRecord, node_flops, op_name
 
@@ -304,9 +304,10 @@ class Runner:
     anything else, and any error the kernels report, goes through the
     function's own checked call."""
 
-    def __init__(self, function, single, strides, lowered):
+    def __init__(self, function, single, strides, lowered, layouts=None):
         self.single, self.strides = single, strides
         self.lowered = lowered          # (te outputs, te inputs), for tuning
+        self.layouts = layouts or [None] * len(lowered[1])   # strided inputs (shape, strides)
         self.function = function
         self.__name__ = "neoflow_partition"
 
@@ -317,13 +318,15 @@ class Runner:
     @function.setter
     def function(self, function):       # a tuned function is swapped in here
         self._function = function
-        self._direct = Direct.of(function)
+        self._direct = Direct.of(function, self.layouts)
 
     def __call__(self, *tensors):
         direct = self._direct
         results = direct(tensors) if direct is not None and direct.matches(tensors) else None
         if results is None:
-            results = self._function(*[to_array(t) for t in tensors])
+            results = self._function(*[to_array(t) if layout is None else
+                                       to_array(flat_span(t, layout))
+                                       for t, layout in zip(tensors, self.layouts)])
             if not isinstance(results, tuple):
                 results = (results,)
             results = [to_torch(r) for r in results]
@@ -342,14 +345,43 @@ def kernel_count(function):
     return len(function.kernels) if count is None else count
 
 
+def _strided(v):
+    """(shape, strides) of fake tensor `v` where it is a non-contiguous view
+    NeoFlow can read in place (non-negative strides; a split's piece, a
+    transposed save), else None: read as a contiguous array."""
+    if not _static_tensor(v) or v.is_contiguous() or any(st < 0 for st in v.stride()):
+        return None
+    return tuple(v.shape), tuple(int(st) for st in v.stride())
+
+
+def _strided_stand_in(v, name, layout):
+    """A flat placeholder over the elements a strided view spans, and the
+    view of it the lowering reads (inlined into its readers: no copy)."""
+    shape, strides = layout
+    extent = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    flat = placeholder((extent,), te_dtype(v.dtype, name), name=name)
+    view = compute(shape, lambda *i: flat[sum((a * st for a, st in zip(i, strides)
+                                                if st), start=0) if any(strides) else 0],
+                   name=f"{name}_view")
+    return flat, view
+
+
 def _build_partition(sub, call, opts):
-    """Lower fused submodule `sub` (called by fx node `call`) and build it."""
-    env, inputs = {}, []
+    """Lower fused submodule `sub` (called by fx node `call`) and build it.
+    An input that arrives as a non-contiguous view (a piece of a split the
+    forward saved) is read in place through its strides."""
+    env, inputs, layouts = {}, [], []
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     for ph, arg in zip(placeholders, call.args):
-        t = _stand_in(arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg, ph.name)
-        env[ph] = t
+        val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+        layout = _strided(val)
+        if layout is None:
+            t = _stand_in(val, ph.name)
+            env[ph] = t
+        else:
+            t, env[ph] = _strided_stand_in(val, ph.name, layout)
         inputs.append(t)
+        layouts.append(layout)
     lowered = 0
     for node in sub.graph.nodes:
         if node.op == "call_function":
@@ -369,7 +401,7 @@ def _build_partition(sub, call, opts):
         function = build(outputs, inputs, database=opts.database)
     except NeoFlowError as e:
         raise NeoFlowError(f"building {lowered} lowered op(s) failed: {e}") from e
-    return Runner(function, single, strides, (outputs, inputs))
+    return Runner(function, single, strides, (outputs, inputs), layouts)
 
 
 def _tune(runners, opts):

@@ -9,7 +9,13 @@ the caller checks shapes and dtypes (`matches`) only where its key does
 not. An error the kernels report makes the call return None, so that the
 caller's checked call (the BuiltFunction's own) raises it by name.
 
-Hands on: `Direct` (`Direct.of(function)` -> a Direct or None).
+An input may be declared strided (`layouts`: its view shape and strides):
+the kernel reads it in place from its first element through a flat
+placeholder spanning it (backend.py), so no contiguous copy is made; a
+tensor that arrives with other strides is first copied into that layout.
+
+Hands on: `Direct` (`Direct.of(function, layouts)` -> a Direct or None)
+and `flat_span`.
 """
 import ctypes
 
@@ -32,12 +38,14 @@ class Direct:
     >>> d = Direct.of(nf.build(B, [A])); d([torch.ones(3)])   # doctest: +SKIP
     """
 
-    def __init__(self, function):
+    def __init__(self, function, layouts=None):
         outputs, inputs = function.outputs, function.inputs
+        self._layouts = list(layouts or [None] * len(inputs))
         computed = computed_tensors(outputs)
         self._entry = function.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p],
                                            ctypes.c_int64)
-        self.inputs = [(torch.Size(t.shape), torch_dtype(t.dtype)) for t in inputs]
+        self.inputs = [(torch.Size(t.shape if layout is None else layout[0]),
+                        torch_dtype(t.dtype)) for t, layout in zip(inputs, self._layouts)]
         self._results = [(tuple(t.shape), torch_dtype(t.dtype)) for t in computed]
         self._pointers = ctypes.c_void_p * (len(inputs) + len(computed))
         where = {id(t): ("in", n) for n, t in enumerate(inputs)}
@@ -50,12 +58,14 @@ class Direct:
         self._handout = handout
 
     @classmethod
-    def of(cls, function):
-        """A Direct for `function`, or None where its own call is needed."""
+    def of(cls, function, layouts=None):
+        """A Direct for `function` (`layouts`: per input None, or the
+        (shape, strides) it is read with), or None where its own call is
+        needed."""
         if not isinstance(function, BuiltFunction) or \
                 random_states(topo_tensors(list(function.outputs))):
             return None
-        return cls(function)
+        return cls(function, layouts)
 
     def matches(self, tensors):
         """Whether `tensors` have the shapes and dtypes the function was built for."""
@@ -64,7 +74,8 @@ class Direct:
             for t, (shape, dtype) in zip(tensors, self.inputs))
 
     def __call__(self, tensors):
-        inputs = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+        inputs = [(t if t.is_contiguous() else t.contiguous()) if layout is None else
+                  in_layout(t, layout) for t, layout in zip(tensors, self._layouts)]
         results = [torch.empty(shape, dtype=dtype) for shape, dtype in self._results]
         err = (ctypes.c_int64 * 2)()
         self._entry(self._pointers(*[t.data_ptr() for t in inputs],
@@ -78,4 +89,25 @@ class Direct:
                 for pool, n, copy in self._handout]
 
 
-__all__ = ["Direct"]
+def in_layout(t, layout):
+    """`t` with the strides `layout` (shape, strides) says (a copy only
+    where it has others)."""
+    if t.stride() == layout[1]:
+        return t
+    return torch.empty_strided(layout[0], layout[1], dtype=t.dtype).copy_(t)
+
+
+def flat_span(t, layout):
+    """The flat tensor of the elements strided view `t` spans, from its
+    first (what a strided input's placeholder holds), in `layout`.
+
+    >>> flat_span(torch.arange(6.).view(2, 3)[:, :2], ((2, 2), (3, 1)))
+    tensor([0., 1., 2., 3., 4.])
+    """
+    t = in_layout(t, layout)
+    shape, strides = layout
+    extent = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    return t.as_strided((extent,), (1,))
+
+
+__all__ = ["Direct", "flat_span", "in_layout"]
