@@ -137,9 +137,10 @@ def worker(frameworks, network, preset, steps, blocks, warmup):
 
 
 # --- call overhead of nf.torch.op ----------------------------------------------------------
-def op_overhead(calls):
+def op_overhead(calls, now=time.perf_counter):
     """Microseconds per call of a tiny nf.torch.op and of the same work as a
-    plain torch.autograd.Function, with and without grad and in inference mode."""
+    plain torch.autograd.Function, with and without grad and in inference mode
+    (`now`: the clock, wall or this thread's CPU time)."""
     import torch
     import neoflow as nf
 
@@ -166,10 +167,10 @@ def op_overhead(calls):
                 fn(arg)
                 samples = []
                 for _ in range(5):
-                    start = time.perf_counter()
+                    start = now()
                     for _ in range(calls):
                         fn(arg)
-                    samples.append((time.perf_counter() - start) * 1e6 / calls)
+                    samples.append((now() - start) * 1e6 / calls)
             out[f"{label} ({mode})"] = statistics.median(samples)
     return out
 
@@ -202,12 +203,13 @@ def _instrument(run, clock, counts, now):
     runner_call = backend.Runner.__call__
 
     def timed_runner(self, *tensors):
+        layouts = getattr(self, "layouts", None) or [None] * len(tensors)   # older trees: none
         counts["copies_in"] = counts.get("copies_in", 0) + sum(
             not t.is_contiguous() if layout is None else t.stride() != layout[1]
-            for t, layout in zip(tensors, self.layouts))
+            for t, layout in zip(tensors, layouts))
         counts["read_in_place"] = counts.get("read_in_place", 0) + sum(
             layout is not None and t.stride() == layout[1]
-            for t, layout in zip(tensors, self.layouts))
+            for t, layout in zip(tensors, layouts))
         counts["copies_out"] = counts.get("copies_out", 0) + sum(
             s is not None for s in self.strides)
         start = now()
@@ -354,17 +356,18 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true", help="tiny sizes and counts (tests)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
-    p.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--overhead-worker", action="store_true",
+                   help="print only the nf.torch.op call overhead (JSON)")
     p.add_argument("--breakdown", nargs="+", metavar="NET",
                    help="where a backend step goes on NET, against nf.Trainer")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                   help="--breakdown's clock: wall time, or the thread's CPU time (with "
-                        "OMP_NUM_THREADS=1 on a loaded machine: descheduled time not counted)")
+                   help="clock of --breakdown and --overhead-worker: wall time, or the "
+                        "thread's CPU time (with OMP_NUM_THREADS=1 on a loaded machine: "
+                        "descheduled time not counted)")
     a = p.parse_args(argv)
     if a.smoke:
         a.preset, a.steps, a.blocks, a.warmup, a.calls = "small", 2, 2, 1, 50
     if a.breakdown:
-        now = time.perf_counter if a.clock == "wall" else time.thread_time
         found = {net: breakdown(net, a.preset, a.steps, a.blocks, now) for net in a.breakdown}
         for net, r in found.items():
             print(f"{net} ({a.preset}): ms/step ({a.clock} clock), median of {a.blocks} "
@@ -375,8 +378,9 @@ def main(argv=None):
                 print(f"  {k:<20} {v}")
         print(json.dumps(found))
         return found
+    now = time.perf_counter if a.clock == "wall" else time.thread_time
     if a.overhead_worker:
-        print(json.dumps(op_overhead(a.calls)))
+        print(json.dumps(op_overhead(a.calls, now)))
         return None
     if a.worker:
         network, frameworks = a.worker[0], a.worker[1:]

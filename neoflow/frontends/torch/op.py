@@ -178,17 +178,19 @@ class _EagerOp(torch._library.custom_ops.CustomOpDef):
 
     def __call__(self, *args, **kwargs):
         op = self._neoflow
-        if kwargs or not _plain_eager():
+        full = op.complete(args) if not kwargs and _plain_eager() else None
+        if full is None:
             return super().__call__(*args, **kwargs)
-        args = op.complete(args)
-        if args is None or not all(type(args[i]) in _PLAIN and args[i].device.type == "cpu"
-                                   for i in op.tensor_at):
-            return super().__call__(*args, **kwargs)
-        if op.below is not None and torch.is_grad_enabled() and \
-                any(args[i].requires_grad for i in op.tensor_at):
-            outs = _Autograd.apply(op, *args)
+        grad = False
+        for i in op.tensor_at:
+            t = full[i]
+            if type(t) not in _PLAIN or not t.is_cpu:
+                return super().__call__(*args, **kwargs)
+            grad = grad or t.requires_grad
+        if grad and op.below is not None and torch.is_grad_enabled():
+            outs = _Autograd.apply(op, *full)
             return outs if op.tuple else outs[0]
-        outs = op.run(args)
+        outs = op.run(full)
         return tuple(outs) if op.tuple else outs[0]
 
 
@@ -201,7 +203,9 @@ class _Autograd(torch.autograd.Function):
         outs = op.run(args)
         ctx.op = op
         op.setup_context(ctx, args, outs)
-        ctx.mark_non_differentiable(*[o for o in outs if not o.dtype.is_floating_point])
+        integer = [o for o in outs if not o.dtype.is_floating_point]
+        if integer:
+            ctx.mark_non_differentiable(*integer)
         return tuple(outs)
 
     @staticmethod
@@ -218,6 +222,7 @@ class TorchOp:
         self.level, self.target, self.below = level, target, below
         self.tuple = level.depth > 0 or level.n_out > 1
         self.tensor_at = [i for i, (_, kind, _) in enumerate(self.params) if kind == "Tensor"]
+        self.scalar_at = [i for i, (_, kind, _) in enumerate(self.params) if kind != "Tensor"]
         self._defaults = [d for _, _, d in self.params]
         self._cache, self._lock = {}, threading.Lock()
         self.custom_op = torch.library.custom_op(
@@ -332,22 +337,22 @@ class TorchOp:
 
     # --- autograd -------------------------------------------------------------------------
     def setup_context(self, ctx, inputs, output):
-        ctx.scalars = [None if kind == "Tensor" else a
-                       for a, (_, kind, _) in zip(inputs, self.params)]
-        ctx.save_for_backward(*[a for a, (_, kind, _) in zip(inputs, self.params)
-                                if kind == "Tensor"])
-        outs = [output] if isinstance(output, torch.Tensor) else list(output)
+        ctx.scalars = [inputs[i] for i in self.scalar_at]
+        ctx.save_for_backward(*[inputs[i] for i in self.tensor_at])
+        outs = (output,) if isinstance(output, torch.Tensor) else output
         ctx.out_meta = [(o.shape, o.dtype) for o in outs]
 
     def backward(self, ctx, *grads):
-        saved = iter(ctx.saved_tensors)
-        args = [next(saved) if kind == "Tensor" else s
-                for s, (_, kind, _) in zip(ctx.scalars, self.params)]
+        args = [None] * len(self.params)
+        for i, t in zip(self.tensor_at, ctx.saved_tensors):
+            args[i] = t
+        for i, v in zip(self.scalar_at, ctx.scalars):
+            args[i] = v
         heads = [g if g is not None else torch.zeros(shape, dtype=dtype)
                  for g, (shape, dtype) in zip(grads, ctx.out_meta)]
         results = iter(self.below.custom_op(*args, *heads))
-        out = []
-        for a, (_, kind, _) in zip(args, self.params):
-            g = next(results) if kind == "Tensor" else None
-            out.append(g if g is not None and a.dtype.is_floating_point else None)
+        out = [None] * len(self.params)
+        for i in self.tensor_at:
+            g = next(results)
+            out[i] = g if g is not None and args[i].dtype.is_floating_point else None
         return tuple(out)
