@@ -367,6 +367,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.smoke:
         a.preset, a.steps, a.blocks, a.warmup, a.calls = "small", 2, 2, 1, 50
+    now = time.perf_counter if a.clock == "wall" else time.thread_time
     if a.breakdown:
         found = {net: breakdown(net, a.preset, a.steps, a.blocks, now) for net in a.breakdown}
         for net, r in found.items():
@@ -378,7 +379,6 @@ def main(argv=None):
                 print(f"  {k:<20} {v}")
         print(json.dumps(found))
         return found
-    now = time.perf_counter if a.clock == "wall" else time.thread_time
     if a.overhead_worker:
         print(json.dumps(op_overhead(a.calls, now)))
         return None

@@ -1,7 +1,7 @@
-"""Partition boundaries: a backward graph reads the views the forward saved
-(the pieces of a split, transposed inputs) in place through their strides
--- no contiguous copy per call -- with eager's values and gradients in
-float64; a tensor that arrives with other strides than the graph's is
+"""Partition boundaries: the forward hands out the views of its results it
+saves (the pieces of a split) as one as_strided each, and the backward
+reads them (and transposed inputs) in place through their strides -- no
+contiguous copy per call -- with eager's values and gradients in float64; a tensor that arrives with other strides than the graph's is
 copied into them first (direct.in_layout), and the checked call reads the
 same span (flat_span)."""
 import numpy as np
@@ -37,7 +37,12 @@ def test_saved_views_are_read_in_place_with_eager_gradients(nf_backend):
     np.testing.assert_allclose(got[0], want.item(), rtol=1e-12)
     np.testing.assert_allclose(got[1].numpy(), x.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got[2].numpy(), w.grad.numpy(), rtol=1e-10, atol=1e-12)
-    backward = [gr for c in compiled_for()[seen:] for gr in c.graphs if gr["kind"] == "backward"]
+    graphs = [gr for c in compiled_for()[seen:] for gr in c.graphs]
+    forward = [gr for gr in graphs if gr["kind"] == "forward"]
+    views = {op for gr in forward for op in gr["views"]}
+    assert "aten.as_strided.default" in views           # the saved pieces: one call each
+    assert not views & {"aten.split_with_sizes.default", "getitem"}
+    backward = [gr for gr in graphs if gr["kind"] == "backward"]
     layouts = [lay for gr in backward for r in gr.runners for lay in r.layouts if lay]
     assert ((5, 3), (9, 1)) in layouts and ((5, 2), (9, 1)) in layouts    # split pieces
     assert all(r._direct is not None for gr in backward for r in gr.runners)

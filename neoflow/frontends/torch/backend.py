@@ -15,6 +15,7 @@ Hands on: `neoflow_backend` (the backend callable) and the records
 """
 import operator
 import threading
+from collections import Counter
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -228,6 +229,48 @@ def take_views_in_torch(fx, reasons):
             reasons.pop(view, None)
 
 
+def _runner_result(node):
+    """Whether fx node `node` is a built partition's result (its call, or an
+    item of it): a fresh tensor in exactly its fake layout, offset 0."""
+    if node.op == "call_function" and node.target is operator.getitem:
+        node = node.args[0]
+    return node.op == "call_function" and isinstance(node.target, Runner)
+
+
+def views_as_strided(fx):
+    """Each view PyTorch takes of a built partition's result (a chain of
+    view ops, a split's items) becomes one `as_strided` of that result with
+    the view's fake size, strides and offset: one cheap call where the
+    chain was several ATen view ops. Exact: the runner hands its results
+    out in their fake layout. Returns {view op: count} of the ops replaced
+    and the number of as_strided calls made (for the report)."""
+    def root(node):
+        while _is_view(node):
+            node = node.args[0]
+        return node
+
+    made_count, replaced = 0, Counter()
+    for node in list(fx.graph.nodes):
+        if not _is_view(node) or node.target in _SPLITS or not node.users:
+            continue
+        base, val = root(node), node.meta.get("val")
+        if not _runner_result(base) or not _static_tensor(val):
+            continue
+        with fx.graph.inserting_after(node):
+            made = fx.graph.call_function(
+                torch.ops.aten.as_strided.default,
+                (base, list(val.shape), list(val.stride()), int(val.storage_offset())))
+        made.meta = dict(node.meta)
+        node.replace_all_uses_with(made)
+        made_count += 1
+    for node in reversed(list(fx.graph.nodes)):
+        if _is_view(node) and not node.users:
+            if node.target is not operator.getitem:
+                replaced[op_name(node.target)] += 1
+            fx.graph.erase_node(node)
+    return replaced, made_count
+
+
 # --- one ATen graph ------------------------------------------------------------------------
 def lower_graph(fx, kind, opts, record):
     """Compile the supported parts of ATen graph `fx` with NeoFlow; returns the
@@ -268,6 +311,7 @@ def lower_graph(fx, kind, opts, record):
             native.update(partitions[index].nodes)
             graph.kernels += kernel_count(runner.function)
             graph.runners.append(runner)
+    replaced, strided = views_as_strided(fused)
     fused.graph.lint()
     fused.recompile()
     graph["native_calls"] = len(graph.runners)
@@ -286,6 +330,14 @@ def lower_graph(fx, kind, opts, record):
             graph.add_fallback(op_name(node.target), flops[node],
                                reason or "left in PyTorch (a partition of views only, or "
                                "one that did not build)")
+    for op, n in replaced.items():           # the views now taken as one as_strided each
+        left = graph["views"][op] - n
+        if left > 0:
+            graph["views"][op] = left
+        else:
+            del graph["views"][op]
+    if strided:
+        graph["views"]["aten.as_strided.default"] += strided
     record.graphs.append(graph)
     if opts.tuning != "off" and graph.runners:
         graph.tuner = _tune(graph.runners, opts)
