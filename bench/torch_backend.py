@@ -17,6 +17,24 @@ that load from other processes hits all alike; it is labelled as such.
     python bench/torch_backend.py                          # default sizes
     python bench/torch_backend.py --networks lltm lenet --blocks 7 --steps 20
     python bench/torch_backend.py --smoke                  # tiny, for the tests
+    python bench/torch_backend.py --breakdown lltm lenet   # where a backend step goes
+
+--breakdown NET...: per network, in one process, where a training step
+through backend="neoflow" goes, against nf.Trainer's step on the same
+network and eager PyTorch (the three alternate block by block): the forward call (Dynamo's
+guards, torch's AOT runtime wrappers, the native calls), loss.backward()
+(the autograd engine, the AOT backward wrapper, the native calls),
+zero_grad + the optimizer step, and inside the compiled graphs the
+native calls' time (the generated entry points) and the Python around
+them (the partition runners); with counts load does not disturb: Dynamo
+graphs (graph breaks + 1), native calls, ATen ops left in PyTorch (views
+taken at no cost, fallbacks), tensors the forward saves for the backward,
+partition inputs copied to be contiguous, those read in place through
+their strides, outputs restrided (a copy each), kernels; nf.Trainer: its step and its kernels'
+own time (its kernel profile, taken once). `--clock cpu` times with the
+thread's CPU time instead of the wall clock: on a loaded machine, run
+single-threaded (OMP_NUM_THREADS=1), it leaves out the time the process
+waits for a core.
 """
 import argparse
 import json
@@ -119,9 +137,10 @@ def worker(frameworks, network, preset, steps, blocks, warmup):
 
 
 # --- call overhead of nf.torch.op ----------------------------------------------------------
-def op_overhead(calls):
+def op_overhead(calls, now=time.perf_counter):
     """Microseconds per call of a tiny nf.torch.op and of the same work as a
-    plain torch.autograd.Function, with and without grad and in inference mode."""
+    plain torch.autograd.Function, with and without grad and in inference mode
+    (`now`: the clock, wall or this thread's CPU time)."""
     import torch
     import neoflow as nf
 
@@ -148,10 +167,10 @@ def op_overhead(calls):
                 fn(arg)
                 samples = []
                 for _ in range(5):
-                    start = time.perf_counter()
+                    start = now()
                     for _ in range(calls):
                         fn(arg)
-                    samples.append((time.perf_counter() - start) * 1e6 / calls)
+                    samples.append((now() - start) * 1e6 / calls)
             out[f"{label} ({mode})"] = statistics.median(samples)
     return out
 
@@ -162,6 +181,124 @@ class _null:
 
     def __exit__(self, *exc):
         return False
+
+
+# --- where a backend step goes ----------------------------------------------------------------
+class _Clock:
+    """Seconds accumulated per label."""
+
+    def __init__(self):
+        self.total = {}
+
+    def add(self, label, seconds):
+        self.total[label] = self.total.get(label, 0.0) + seconds
+
+
+def _instrument(run, clock, counts, now):
+    """Time the native calls and the partition runners of `run`'s compiled
+    graphs (their Runner objects, patched on the instance's class), count
+    the non-contiguous inputs and restrided outputs they see."""
+    import importlib
+    backend = importlib.import_module("neoflow.frontends.torch.backend")
+    runner_call = backend.Runner.__call__
+
+    def timed_runner(self, *tensors):
+        layouts = getattr(self, "layouts", None) or [None] * len(tensors)   # older trees: none
+        counts["copies_in"] = counts.get("copies_in", 0) + sum(
+            not t.is_contiguous() if layout is None else t.stride() != layout[1]
+            for t, layout in zip(tensors, layouts))
+        counts["read_in_place"] = counts.get("read_in_place", 0) + sum(
+            layout is not None and t.stride() == layout[1]
+            for t, layout in zip(tensors, layouts))
+        counts["copies_out"] = counts.get("copies_out", 0) + sum(
+            s is not None for s in self.strides)
+        start = now()
+        out = runner_call(self, *tensors)
+        clock.add("runner", now() - start)
+        return out
+    backend.Runner.__call__ = timed_runner
+    for graph in _graph_records(run):
+        for runner in graph.runners:
+            direct = runner._direct
+            if direct is None:
+                continue
+            entry = direct._entry
+
+            def timed_entry(*a, _entry=entry):
+                start = now()
+                out = _entry(*a)
+                clock.add("native", now() - start)
+                return out
+            direct._entry = timed_entry
+
+
+def _graph_records(run):
+    from neoflow.frontends.torch.report import compiled_for
+    return [g for record in compiled_for(run.fn) for g in record.graphs]
+
+
+def breakdown(network, preset, steps, blocks, now=time.perf_counter):
+    """Where a backend training step goes on `network`, against nf.Trainer
+    (see --breakdown in the module docstring); returns a dict of ms/step
+    (medians over blocks; `now` is the clock: wall time, or this thread's
+    CPU time) and counts per step."""
+    import neoflow as nf
+    backend, trainer = _Run("neoflow", network, preset), _Run("trainer", network, preset)
+    eager = _Run("eager", network, preset)
+    for _ in range(3):
+        for run in (backend, trainer, eager):
+            run.step()
+    clock, counts = _Clock(), {}
+    _instrument(backend, clock, counts, now)
+    parts = {k: [] for k in ("step", "forward", "backward", "optimizer", "native", "runner",
+                             "trainer step", "eager step")}
+    for _ in range(blocks):
+        clock.total.clear()
+        counts.clear()
+        fw = bw = opt = 0.0
+        start = now()
+        for _ in range(steps):
+            t0 = now()
+            loss = backend.fn(backend.data)
+            t1 = now()
+            loss.backward()
+            t2 = now()
+            backend.opt.step()
+            backend.opt.zero_grad()
+            loss.item()
+            t3 = now()
+            fw, bw, opt = fw + t1 - t0, bw + t2 - t1, opt + t3 - t2
+        parts["step"].append((now() - start) * 1e3 / steps)
+        for k, v in (("forward", fw), ("backward", bw), ("optimizer", opt),
+                     ("native", clock.total.get("native", 0.0)),
+                     ("runner", clock.total.get("runner", 0.0))):
+            parts[k].append(v * 1e3 / steps)
+        for label, run in (("trainer step", trainer), ("eager step", eager)):
+            start = now()
+            for _ in range(steps):
+                run.step()
+            parts[label].append((now() - start) * 1e3 / steps)
+    ms = {k: statistics.median(v) if v else None for k, v in parts.items()}
+    profile = trainer.trainer.stats()["kernel_profile"]   # profiled once, per kernel
+    ms["trainer kernels (profiled once, wall)"] = sum(k["ms"] for k in profile) \
+        if profile else None
+    ms["runner python"] = ms["runner"] - ms["native"]
+    ms["outside graphs"] = ms["step"] - ms["runner"]
+    graphs = _graph_records(backend)
+    saved = [g["saved"] for g in graphs if g["kind"] == "backward"]
+    out = {"ms_step": ms, "counts": {
+        "dynamo graphs": len(nf.torch.report(backend.fn)) and
+        len({name.split(".")[0] for name in nf.torch.report(backend.fn)}),
+        "native calls": sum(len(g.runners) for g in graphs),
+        "kernels": sum(g.kernels for g in graphs),
+        "trainer kernels": trainer.kernels(),
+        "torch views": sum(sum(g["views"].values()) for g in graphs),
+        "fallback ops": sum(sum(g["fallback"].values()) for g in graphs),
+        "saved for backward": sum(saved) if saved else None,
+        "copies in per step": counts.get("copies_in", 0) // steps,
+        "strided reads per step": counts.get("read_in_place", 0) // steps,
+        "copies out per step": counts.get("copies_out", 0) // steps}}
+    return out
 
 
 # --- the driver ----------------------------------------------------------------------------
@@ -219,12 +356,31 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true", help="tiny sizes and counts (tests)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
-    p.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--overhead-worker", action="store_true",
+                   help="print only the nf.torch.op call overhead (JSON)")
+    p.add_argument("--breakdown", nargs="+", metavar="NET",
+                   help="where a backend step goes on NET, against nf.Trainer")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="clock of --breakdown and --overhead-worker: wall time, or the "
+                        "thread's CPU time (with OMP_NUM_THREADS=1 on a loaded machine: "
+                        "descheduled time not counted)")
     a = p.parse_args(argv)
     if a.smoke:
         a.preset, a.steps, a.blocks, a.warmup, a.calls = "small", 2, 2, 1, 50
+    now = time.perf_counter if a.clock == "wall" else time.thread_time
+    if a.breakdown:
+        found = {net: breakdown(net, a.preset, a.steps, a.blocks, now) for net in a.breakdown}
+        for net, r in found.items():
+            print(f"{net} ({a.preset}): ms/step ({a.clock} clock), median of {a.blocks} "
+                  f"blocks of {a.steps}")
+            for k, v in r["ms_step"].items():
+                print(f"  {k:<20} " + ("-" if v is None else f"{v:8.3f}"))
+            for k, v in r["counts"].items():
+                print(f"  {k:<20} {v}")
+        print(json.dumps(found))
+        return found
     if a.overhead_worker:
-        print(json.dumps(op_overhead(a.calls)))
+        print(json.dumps(op_overhead(a.calls, now)))
         return None
     if a.worker:
         network, frameworks = a.worker[0], a.worker[1:]

@@ -29,3 +29,19 @@ def test_smoke_mode(tmp_path):
     assert lltm["alone"]["neoflow"]["compile_s"] > 0
     assert lltm["alone"]["neoflow"]["kernels"] > 0
     assert report["op_overhead_us"]["autograd.Function (grad)"] > 0
+
+
+@pytest.mark.slow
+def test_breakdown_smoke():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--breakdown", "lltm"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    lltm = json.loads(done.stdout.strip().splitlines()[-1])["lltm"]
+    ms, counts = lltm["ms_step"], lltm["counts"]
+    assert 0 < ms["native"] <= ms["runner"] <= ms["step"]
+    assert ms["forward"] + ms["backward"] + ms["optimizer"] <= ms["step"] * 1.05
+    assert ms["trainer step"] > 0 and ms["eager step"] > 0
+    assert ms["trainer kernels (profiled once, wall)"] > 0
+    assert counts["dynamo graphs"] == 1 and counts["native calls"] == 2    # one per graph
+    assert counts["fallback ops"] == 0 and counts["saved for backward"] > 0
+    assert counts["kernels"] > 0 and counts["trainer kernels"] > 0

@@ -22,6 +22,11 @@ def idx(high, *shape):
     return ("int", high, shape)
 
 
+def ties(*shape):
+    """Floats drawn from {0, 1, 2}: windows with tied maxima."""
+    return ("ties", shape)
+
+
 CASES = {
     "linear": (lambda x, w, b: F.linear(x, w, b), [r(3, 5), r(4, 5), r(4)]),
     "linear_3d": (lambda x, w: F.linear(x, w), [r(2, 3, 5), r(4, 5)]),
@@ -44,6 +49,14 @@ CASES = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, stride=2, padding=1), [r(2, 3, 7, 8)]),
     "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True,
                                                    return_indices=True)[1], [r(2, 3, 7, 8)]),
+    "max_pool2d_tiled": (lambda x: F.max_pool2d(x, 2), [r(2, 3, 6, 8)]),
+    "max_pool2d_remainder": (lambda x: F.max_pool2d(x, (2, 3)), [r(2, 3, 7, 8)]),
+    "max_pool2d_dilated": (lambda x: F.max_pool2d(x, 3, stride=(2, 1), padding=1, dilation=2),
+                           [r(1, 2, 9, 8)]),
+    "max_pool2d_ceil": (lambda x: F.max_pool2d(x, 3, stride=2, ceil_mode=True), [r(2, 5, 5)]),
+    "max_pool2d_ties": (lambda x, y: F.max_pool2d(x, 3, stride=1, padding=1)
+                        + F.max_pool2d(y, 2).repeat_interleave(2, -1).repeat_interleave(2, -2),
+                        [ties(2, 3, 6, 6), ties(2, 3, 6, 6)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2) + F.avg_pool2d(x, 3, 1, 1)[..., :3, :4],
                    [r(2, 3, 6, 8)]),
     "avg_pool2d_no_pad_count": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
@@ -102,6 +115,8 @@ def _inputs(spec, seed):
     for s in spec:
         if s[0] == "float":
             out.append(torch.randn(*s[1], generator=g, dtype=D))
+        elif s[0] == "ties":
+            out.append(torch.randint(0, 3, s[1], generator=g).to(D))
         else:
             out.append(torch.randint(0, s[1], s[2], generator=g))
     return out

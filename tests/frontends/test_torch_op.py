@@ -184,3 +184,48 @@ def test_bad_declarations():
         def wrong(x):
             return nf.compute(x.shape, lambda i: x[i])
         wrong(torch.ones(3))
+
+
+@nf.torch.op("nftest::count_and_scale", outputs=2)
+def count_and_scale(x, alpha: float = 3.0):
+    n = nf.reduce_axis(x.shape[0], name="n")
+    pos = nf.compute((1,), lambda i: nf.sum(nf.cast(x[n] > 0.0, "int64"), axis=n), name="pos")
+    return pos, nf.compute(x.shape, lambda i: x[i] * alpha, name="scaled")
+
+
+def test_eager_calls_skip_the_dispatcher_and_agree_with_it():
+    x = _rand(7, dtype=torch.float64, grad=True)
+    seen = []
+
+    class Record(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    pos, y = count_and_scale(x)                       # eager: no registered op runs
+    with Record():
+        pos_r, y_r = count_and_scale(x)               # a dispatch mode: the registered op
+    assert "nftest.count_and_scale.default" in seen
+    assert torch.equal(pos, pos_r) and torch.equal(y.detach(), y_r.detach())
+    assert pos.dtype == torch.int64 and not pos.requires_grad and y.requires_grad
+    assert type(y.grad_fn).__name__ == "_AutogradBackward"      # neoflow's own Function
+    assert type(y_r.grad_fn).__name__ != "_AutogradBackward"    # torch.library's
+    assert int(pos) == int((x > 0).sum())
+    (y * torch.arange(7.0, dtype=torch.float64)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3.0 * np.arange(7.0))
+    # keyword and default arguments: the same values either way
+    a, b = count_and_scale(x.detach(), alpha=0.5), count_and_scale(x.detach(), 0.5)
+    assert torch.equal(a[1], b[1]) and torch.equal(a[1], x.detach() * 0.5)
+    assert torch.autograd.gradcheck(lambda t: count_and_scale(t, 0.25)[1], (x,))
+
+
+def test_eager_fast_path_checks_new_shapes_and_dtypes():
+    x, w = _rand(3, 4), _rand(4, 2)
+    soft_max_plus(x, w)                                # cached for these shapes
+    with pytest.raises(NeoFlowError, match="'w'"):
+        soft_max_plus(x, _rand(3, 2))                  # a new key: checked
+    with pytest.raises(NeoFlowError, match="'x'"):
+        soft_max_plus(x.to(torch.float16), w)
+    p = torch.nn.Parameter(_rand(3, 4))               # a Parameter is a plain tensor here
+    np.testing.assert_allclose(soft_max_plus(p, w).detach().numpy(),
+                               _smp_reference(x, w).numpy(), rtol=1e-12)

@@ -13,9 +13,9 @@ Everything else runs in PyTorch, unchanged. Found by torch through the
 Hands on: `neoflow_backend` (the backend callable) and the records
 `report.report` reads.
 """
-import ctypes
 import operator
 import threading
+from collections import Counter
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -25,15 +25,11 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...api import build
-from ...codegen.c import ENTRY
-from ...graph.plan import computed_tensors
-from ...runtime.function import BuiltFunction
 from ...errors import NeoFlowError
-from ...te import placeholder
-from ...te.random import random_states
+from ...te import compute, placeholder
 from ...te.tensor import Tensor
-from ...te.visit import topo_tensors
-from .convert import te_dtype, to_array, to_torch, torch_dtype
+from .convert import te_dtype, to_array, to_torch
+from .direct import Direct, flat_span
 from .lowering import DECOMPOSITIONS, TABLE, VIEWS, Context, Unsupported, folded_operands
 from .report import CompiledModel, GraphRecord, node_flops, op_name
 
@@ -233,6 +229,48 @@ def take_views_in_torch(fx, reasons):
             reasons.pop(view, None)
 
 
+def _runner_result(node):
+    """Whether fx node `node` is a built partition's result (its call, or an
+    item of it): a fresh tensor in exactly its fake layout, offset 0."""
+    if node.op == "call_function" and node.target is operator.getitem:
+        node = node.args[0]
+    return node.op == "call_function" and isinstance(node.target, Runner)
+
+
+def views_as_strided(fx):
+    """Each view PyTorch takes of a built partition's result (a chain of
+    view ops, a split's items) becomes one `as_strided` of that result with
+    the view's fake size, strides and offset: one cheap call where the
+    chain was several ATen view ops. Exact: the runner hands its results
+    out in their fake layout. Returns {view op: count} of the ops replaced
+    and the number of as_strided calls made (for the report)."""
+    def root(node):
+        while _is_view(node):
+            node = node.args[0]
+        return node
+
+    made_count, replaced = 0, Counter()
+    for node in list(fx.graph.nodes):
+        if not _is_view(node) or node.target in _SPLITS or not node.users:
+            continue
+        base, val = root(node), node.meta.get("val")
+        if not _runner_result(base) or not _static_tensor(val):
+            continue
+        with fx.graph.inserting_after(node):
+            made = fx.graph.call_function(
+                torch.ops.aten.as_strided.default,
+                (base, list(val.shape), list(val.stride()), int(val.storage_offset())))
+        made.meta = dict(node.meta)
+        node.replace_all_uses_with(made)
+        made_count += 1
+    for node in reversed(list(fx.graph.nodes)):
+        if _is_view(node) and not node.users:
+            if node.target is not operator.getitem:
+                replaced[op_name(node.target)] += 1
+            fx.graph.erase_node(node)
+    return replaced, made_count
+
+
 # --- one ATen graph ------------------------------------------------------------------------
 def lower_graph(fx, kind, opts, record):
     """Compile the supported parts of ATen graph `fx` with NeoFlow; returns the
@@ -273,8 +311,13 @@ def lower_graph(fx, kind, opts, record):
             native.update(partitions[index].nodes)
             graph.kernels += kernel_count(runner.function)
             graph.runners.append(runner)
+    replaced, strided = views_as_strided(fused)
     fused.graph.lint()
     fused.recompile()
+    graph["native_calls"] = len(graph.runners)
+    if kind == "backward":
+        graph["saved"] = sum(1 for n in fx.graph.nodes if n.op == "placeholder"
+                             and not n.name.startswith("tangents"))
     for node, reason in reasons.items():
         if node.target is operator.getitem:
             continue
@@ -287,6 +330,14 @@ def lower_graph(fx, kind, opts, record):
             graph.add_fallback(op_name(node.target), flops[node],
                                reason or "left in PyTorch (a partition of views only, or "
                                "one that did not build)")
+    for op, n in replaced.items():           # the views now taken as one as_strided each
+        left = graph["views"][op] - n
+        if left > 0:
+            graph["views"][op] = left
+        else:
+            del graph["views"][op]
+    if strided:
+        graph["views"]["aten.as_strided.default"] += strided
     record.graphs.append(graph)
     if opts.tuning != "off" and graph.runners:
         graph.tuner = _tune(graph.runners, opts)
@@ -301,13 +352,14 @@ class Runner:
 
     A plain built function (no nf.scan, no random tensors) is called
     through its entry point directly: the inputs' and fresh torch outputs'
-    addresses in, no NumPy views, one native call (see `_Direct`);
+    addresses in, no NumPy views, one native call (see direct.py);
     anything else, and any error the kernels report, goes through the
     function's own checked call."""
 
-    def __init__(self, function, single, strides, lowered):
+    def __init__(self, function, single, strides, lowered, layouts=None):
         self.single, self.strides = single, strides
         self.lowered = lowered          # (te outputs, te inputs), for tuning
+        self.layouts = layouts or [None] * len(lowered[1])   # strided inputs (shape, strides)
         self.function = function
         self.__name__ = "neoflow_partition"
 
@@ -318,13 +370,15 @@ class Runner:
     @function.setter
     def function(self, function):       # a tuned function is swapped in here
         self._function = function
-        self._direct = _Direct.of(function)
+        self._direct = Direct.of(function, self.layouts)
 
     def __call__(self, *tensors):
         direct = self._direct
-        results = direct(tensors) if direct is not None else None
+        results = direct(tensors) if direct is not None and direct.matches(tensors) else None
         if results is None:
-            results = self._function(*[to_array(t) for t in tensors])
+            results = self._function(*[to_array(t) if layout is None else
+                                       to_array(flat_span(t, layout))
+                                       for t, layout in zip(tensors, self.layouts)])
             if not isinstance(results, tuple):
                 results = (results,)
             results = [to_torch(r) for r in results]
@@ -336,54 +390,6 @@ class Runner:
         return outs[0] if self.single else tuple(outs)
 
 
-class _Direct:
-    """The entry point of a BuiltFunction called with torch tensors: per
-    call, each input's address (a contiguous copy only where it is not
-    contiguous; shapes and dtypes checked), a fresh torch tensor per
-    computed output, the outputs handed back in order (a tensor asked
-    twice, or an input asked back, is a copy). Returns None when the
-    kernels report an error, so that the caller's checked call raises it."""
-
-    def __init__(self, function):
-        outputs, inputs = function.outputs, function.inputs
-        computed = computed_tensors(outputs)
-        self._entry = function.library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p],
-                                           ctypes.c_int64)
-        self._inputs = [(tuple(t.shape), torch_dtype(t.dtype)) for t in inputs]
-        self._results = [(tuple(t.shape), torch_dtype(t.dtype)) for t in computed]
-        self._pointers = ctypes.c_void_p * (len(inputs) + len(computed))
-        where = {id(t): ("in", n) for n, t in enumerate(inputs)}
-        where.update({id(t): ("out", n) for n, t in enumerate(computed)})
-        handed, self._handout = set(), []
-        for t in outputs:
-            self._handout.append(where[id(t)] + (id(t) in handed or not t.is_compute,))
-            handed.add(id(t))
-
-    @classmethod
-    def of(cls, function):
-        """A _Direct for `function`, or None where its own call is needed."""
-        if not isinstance(function, BuiltFunction) or \
-                random_states(topo_tensors(list(function.outputs))):
-            return None
-        return cls(function)
-
-    def __call__(self, tensors):
-        inputs = []
-        for t, (shape, dtype) in zip(tensors, self._inputs):
-            if t.dtype != dtype or tuple(t.shape) != shape:
-                return None             # the checked call names what is wrong
-            inputs.append(t if t.is_contiguous() else t.contiguous())
-        results = [torch.empty(shape, dtype=dtype) for shape, dtype in self._results]
-        err = (ctypes.c_int64 * 2)()
-        self._entry(self._pointers(*[t.data_ptr() for t in inputs],
-                                   *[r.data_ptr() for r in results]), err)
-        if err[0] != 0:
-            return None
-        pools = {"in": inputs, "out": results}
-        return [pools[pool][n].clone() if copy else pools[pool][n]
-                for pool, n, copy in self._handout]
-
-
 def kernel_count(function):
     """Kernels a built function runs per call (a function with nf.scan loops
     counts those of its pieces)."""
@@ -391,14 +397,43 @@ def kernel_count(function):
     return len(function.kernels) if count is None else count
 
 
+def _strided(v):
+    """(shape, strides) of fake tensor `v` where it is a non-contiguous view
+    NeoFlow can read in place (non-negative strides; a split's piece, a
+    transposed save), else None: read as a contiguous array."""
+    if not _static_tensor(v) or v.is_contiguous() or any(st < 0 for st in v.stride()):
+        return None
+    return tuple(v.shape), tuple(int(st) for st in v.stride())
+
+
+def _strided_stand_in(v, name, layout):
+    """A flat placeholder over the elements a strided view spans, and the
+    view of it the lowering reads (inlined into its readers: no copy)."""
+    shape, strides = layout
+    extent = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    flat = placeholder((extent,), te_dtype(v.dtype, name), name=name)
+    view = compute(shape, lambda *i: flat[sum((a * st for a, st in zip(i, strides)
+                                                if st), start=0) if any(strides) else 0],
+                   name=f"{name}_view")
+    return flat, view
+
+
 def _build_partition(sub, call, opts):
-    """Lower fused submodule `sub` (called by fx node `call`) and build it."""
-    env, inputs = {}, []
+    """Lower fused submodule `sub` (called by fx node `call`) and build it.
+    An input that arrives as a non-contiguous view (a piece of a split the
+    forward saved) is read in place through its strides."""
+    env, inputs, layouts = {}, [], []
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     for ph, arg in zip(placeholders, call.args):
-        t = _stand_in(arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg, ph.name)
-        env[ph] = t
+        val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+        layout = _strided(val)
+        if layout is None:
+            t = _stand_in(val, ph.name)
+            env[ph] = t
+        else:
+            t, env[ph] = _strided_stand_in(val, ph.name, layout)
         inputs.append(t)
+        layouts.append(layout)
     lowered = 0
     for node in sub.graph.nodes:
         if node.op == "call_function":
@@ -418,7 +453,7 @@ def _build_partition(sub, call, opts):
         function = build(outputs, inputs, database=opts.database)
     except NeoFlowError as e:
         raise NeoFlowError(f"building {lowered} lowered op(s) failed: {e}") from e
-    return Runner(function, single, strides, (outputs, inputs))
+    return Runner(function, single, strides, (outputs, inputs), layouts)
 
 
 def _tune(runners, opts):

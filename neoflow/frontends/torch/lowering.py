@@ -21,7 +21,7 @@ import torch
 from ... import nn, te
 from ...autodiff import grad
 from ...errors import NeoFlowError
-from ...nn.common import norm_dims
+from ...nn.common import conjunction, norm_dims
 from ...nn.reduce import reduce_over
 from ...te.expr import Read
 from ...te.tensor import ComputeOp, Tensor, _read_broadcast
@@ -434,8 +434,40 @@ def _max_pool2d_with_indices(ctx, x, kernel_size, stride=(), padding=0, dilation
 
 def _max_pool2d_backward(ctx, g, x, kernel_size, stride, padding, dilation, ceil_mode,
                          indices):
-    return _via_grad(nn.max_pool2d(x, kernel_size, list(stride) or None, padding, dilation,
-                                   ceil_mode), x, g)
+    """The gradient routed by torch's saved `indices` (flat h * W + w per
+    output): each input position gathers the gradients of the outputs whose
+    window holds it and whose index names it -- exact (ties go where torch's
+    forward sent them) and no window maximum recomputed. A window position
+    (kh, kw) reaches input row h from output row (h + p - kh * d) / s where
+    that divides; a non-overlapping pooling that tiles the input is one
+    read per position."""
+    from ...nn.pool import _geometry
+    geo = _geometry(ctx.name, 2, x, kernel_size, list(stride) or None, padding, dilation,
+                    ceil_mode)
+    lead, sizes, width = x.shape[:-2], x.shape[-2:], x.shape[-1]
+    zero = te.const(0, g.dtype)
+    tiles = all(k == s and p == 0 and o * s == n
+                for k, s, p, o, n in zip(geo.k, geo.s, geo.p, geo.out, sizes))
+    if tiles:
+        def body(*idx):
+            h, w = idx[-2:]
+            out = idx[:-2] + (h // geo.s[0], w // geo.s[1])
+            return te.where(indices[out] == h * width + w, g[out], zero)
+        return te.compute(x.shape, body, name=ctx.name)
+    axes = [te.reduce_axis(k, name=f"r{n}") for k, n in zip(geo.k, "hw")]
+
+    def gathered(*idx):
+        h, w = idx[-2:]
+        out, conds = [], []
+        for pos, axis, k, s, p, d, o in zip((h, w), axes, geo.k, geo.s, geo.p, geo.d,
+                                            geo.out):
+            num = pos + p - axis * d
+            conds += [num >= 0, num < o * s] + ([num % s == 0] if s > 1 else [])
+            out.append(num // s if s > 1 else num)
+        out = idx[:-2] + tuple(out)
+        hit = indices[out] == h * width + w
+        return te.sum(te.where(hit, g[out], zero), axis=axes, where=conjunction(conds))
+    return te.compute(lead + tuple(sizes), gathered, name=ctx.name)
 
 
 def _avg_pool2d(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False,

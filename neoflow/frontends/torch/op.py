@@ -24,6 +24,7 @@ from ...errors import InputError, NeoFlowError
 from ...te import compute, const, placeholder
 from ...te.tensor import Tensor
 from .convert import check_tensor, te_dtype, to_array, to_torch, torch_dtype
+from .direct import Direct
 
 _SCALARS = {int: "int", float: "float", bool: "bool"}
 _LEVELS = 3          # the op, its backward, the backward's backward (double backward)
@@ -146,10 +147,70 @@ def _zeros_like(w):
 
 class _Entry:
     """One (shapes, dtypes, values) of one level: the expression's
-    placeholders and outputs and, once a real call needed it, the kernel."""
+    placeholders and outputs and, once a real call needed it, the kernel
+    (`function`) and its direct entry point (`direct`, None where the
+    function's own call is needed)."""
 
     def __init__(self, placeholders, outs):
-        self.placeholders, self.outs, self.function = placeholders, outs, None
+        self.placeholders, self.outs, self.function, self.direct = placeholders, outs, None, None
+
+
+def _plain_eager():
+    """Whether a call may skip torch's dispatcher: eager mode, no torch
+    function or dispatch mode (fake tensors, opcheck), no functorch
+    transform, no tracing -- everything else takes the registered op."""
+    return not (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
+                or torch._C._len_torch_dispatch_stack()
+                or torch._C._functorch.peek_interpreter_stack() is not None
+                or torch._C._get_tracing_state())
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+class _EagerOp(torch._library.custom_ops.CustomOpDef):
+    """The CustomOpDef `nf.torch.op` returns: in plain eager mode with plain
+    CPU tensors its call runs the kernel (and, where a tensor needs a
+    gradient, the autograd.Function `_Autograd`) without torch's dispatcher
+    and torch.library's generated wrappers; anything else -- compile,
+    fake tensors, other devices, keyword arguments -- takes the registered
+    op. `torch.ops.<namespace>.<name>` is always the registered op."""
+
+    def __call__(self, *args, **kwargs):
+        op = self._neoflow
+        full = op.complete(args) if not kwargs and _plain_eager() else None
+        if full is None:
+            return super().__call__(*args, **kwargs)
+        grad = False
+        for i in op.tensor_at:
+            t = full[i]
+            if type(t) not in _PLAIN or not t.is_cpu:
+                return super().__call__(*args, **kwargs)
+            grad = grad or t.requires_grad
+        if grad and op.below is not None and torch.is_grad_enabled():
+            outs = _Autograd.apply(op, *full)
+            return outs if op.tuple else outs[0]
+        outs = op.run(full)
+        return tuple(outs) if op.tuple else outs[0]
+
+
+class _Autograd(torch.autograd.Function):
+    """One op's forward and backward as a plain autograd.Function (the eager
+    fast path of `_EagerOp`; the same functions as its registered autograd)."""
+
+    @staticmethod
+    def forward(ctx, op, *args):
+        outs = op.run(args)
+        ctx.op = op
+        op.setup_context(ctx, args, outs)
+        integer = [o for o in outs if not o.dtype.is_floating_point]
+        if integer:
+            ctx.mark_non_differentiable(*integer)
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + ctx.op.backward(ctx, *grads)
 
 
 class TorchOp:
@@ -159,30 +220,51 @@ class TorchOp:
     def __init__(self, level, target, below):
         self.name, self.params, self.n_out = level.name, level.params, level.n_out
         self.level, self.target, self.below = level, target, below
-        self._tuple = level.depth > 0 or level.n_out > 1
+        self.tuple = level.depth > 0 or level.n_out > 1
+        self.tensor_at = [i for i, (_, kind, _) in enumerate(self.params) if kind == "Tensor"]
+        self.scalar_at = [i for i, (_, kind, _) in enumerate(self.params) if kind != "Tensor"]
+        self._defaults = [d for _, _, d in self.params]
         self._cache, self._lock = {}, threading.Lock()
         self.custom_op = torch.library.custom_op(
             self.name, self._real, mutates_args=(), device_types="cpu", schema=self._schema())
         self.custom_op.register_fake(self._fake)
         if below is not None:
-            self.custom_op.register_autograd(self._backward, setup_context=self._setup_context)
+            self.custom_op.register_autograd(self.backward, setup_context=self.setup_context)
+        self.custom_op.__class__ = _EagerOp
+        self.custom_op._neoflow = self
 
     def _schema(self):
         args = [f"{kind} {p}" + ("" if default is _EMPTY else f"={default!r}")
                 for p, kind, default in self.params]
-        outs = "(" + ", ".join(["Tensor"] * self.n_out) + ")" if self._tuple else "Tensor"
+        outs = "(" + ", ".join(["Tensor"] * self.n_out) + ")" if self.tuple else "Tensor"
         return f"({', '.join(args)}) -> {outs}"
 
+    def complete(self, args):
+        """`args` with the trailing parameters' defaults filled in, or None
+        where they do not make a full call (the registered op says why)."""
+        n = len(args)
+        if n == len(self.params):
+            return args
+        if n > len(self.params) or any(d is _EMPTY for d in self._defaults[n:]):
+            return None
+        return tuple(args) + tuple(self._defaults[n:])
+
     # --- building -------------------------------------------------------------------------
-    def _entry(self, args):
-        """The cache entry for a call's arguments (its expression built once, locked)."""
-        key = tuple((tuple(int(n) for n in a.shape), a.dtype) if kind == "Tensor" else (kind, a)
+    def _entry(self, args, concrete=True):
+        """The cache entry for a call's arguments (its expression built once,
+        locked; the arguments checked once, when the entry is made: the key
+        holds every tensor's shape and dtype, and the op runs on the CPU).
+        A concrete shape is its own key (a torch.Size hashes and compares as
+        the tuple of its ints); a fake one is read as ints."""
+        key = tuple(((a.shape if concrete else tuple(int(n) for n in a.shape)), a.dtype)
+                    if kind == "Tensor" else (kind, a)
                     for a, (_, kind, _) in zip(args, self.params))
         entry = self._cache.get(key)
         if entry is None:
             with self._lock:
                 entry = self._cache.get(key)
                 if entry is None:
+                    self._check(args)
                     entry = self._cache[key] = self._express(args)
         return entry
 
@@ -211,10 +293,11 @@ class TorchOp:
             with self._lock:
                 if entry.function is None:
                     try:
-                        entry.function = build(entry.outs, entry.placeholders,
-                                               target=self.target)
+                        function = build(entry.outs, entry.placeholders, target=self.target)
                     except NeoFlowError as e:
                         raise type(e)(f"{self.name}: {e}") from e
+                    entry.direct = Direct.of(function)
+                    entry.function = function
         return entry.function
 
     # --- the op's functions ---------------------------------------------------------------
@@ -223,42 +306,53 @@ class TorchOp:
             if kind == "Tensor":
                 check_tensor(a, f"{self.name}: argument '{pname}'")
 
-    def _real(self, *args):
-        self._check(args)
-        function = self._function(self._entry(args))
-        arrays = [to_array(a) for a, (_, kind, _) in zip(args, self.params) if kind == "Tensor"]
+    def run(self, args):
+        """The op's results (a list of fresh torch tensors) for a call's
+        arguments: the kernel's entry point called directly where it can be,
+        else -- and to raise an error the kernels report -- the function's
+        own checked call."""
+        entry = self._entry(args)
+        function = entry.function or self._function(entry)
+        tensors = [args[i] for i in self.tensor_at]
+        if entry.direct is not None:
+            outs = entry.direct(tensors)
+            if outs is not None:
+                return outs
         try:
-            results = function(*arrays)
+            results = function(*[to_array(t) for t in tensors])
         except NeoFlowError as e:
             raise type(e)(f"{self.name}: {e}") from e
-        outs = [to_torch(r) for r in ((results,) if not isinstance(results, tuple)
+        return [to_torch(r) for r in ((results,) if not isinstance(results, tuple)
                                       else results)]
-        return tuple(outs) if self._tuple else outs[0]
+
+    def _real(self, *args):
+        outs = self.run(args)
+        return tuple(outs) if self.tuple else outs[0]
 
     def _fake(self, *args):
         self._check(args)
-        entry = self._entry(args)
+        entry = self._entry(args, concrete=False)
         outs = [torch.empty(t.shape, dtype=torch_dtype(t.dtype)) for t in entry.outs]
-        return tuple(outs) if self._tuple else outs[0]
+        return tuple(outs) if self.tuple else outs[0]
 
     # --- autograd -------------------------------------------------------------------------
-    def _setup_context(self, ctx, inputs, output):
-        ctx.scalars = [None if kind == "Tensor" else a
-                       for a, (_, kind, _) in zip(inputs, self.params)]
-        ctx.save_for_backward(*[a for a, (_, kind, _) in zip(inputs, self.params)
-                                if kind == "Tensor"])
-        outs = [output] if isinstance(output, torch.Tensor) else list(output)
+    def setup_context(self, ctx, inputs, output):
+        ctx.scalars = [inputs[i] for i in self.scalar_at]
+        ctx.save_for_backward(*[inputs[i] for i in self.tensor_at])
+        outs = (output,) if isinstance(output, torch.Tensor) else output
         ctx.out_meta = [(o.shape, o.dtype) for o in outs]
 
-    def _backward(self, ctx, *grads):
-        saved = iter(ctx.saved_tensors)
-        args = [next(saved) if kind == "Tensor" else s
-                for s, (_, kind, _) in zip(ctx.scalars, self.params)]
+    def backward(self, ctx, *grads):
+        args = [None] * len(self.params)
+        for i, t in zip(self.tensor_at, ctx.saved_tensors):
+            args[i] = t
+        for i, v in zip(self.scalar_at, ctx.scalars):
+            args[i] = v
         heads = [g if g is not None else torch.zeros(shape, dtype=dtype)
                  for g, (shape, dtype) in zip(grads, ctx.out_meta)]
         results = iter(self.below.custom_op(*args, *heads))
-        out = []
-        for a, (_, kind, _) in zip(args, self.params):
-            g = next(results) if kind == "Tensor" else None
-            out.append(g if g is not None and a.dtype.is_floating_point else None)
+        out = [None] * len(self.params)
+        for i in self.tensor_at:
+            g = next(results)
+            out[i] = g if g is not None and args[i].dtype.is_floating_point else None
         return tuple(out)

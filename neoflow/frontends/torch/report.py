@@ -73,12 +73,14 @@ class CompiledModel:
 class GraphRecord(dict):
     """The record of one ATen graph (a dict: "kind", "native", "fallback",
     "views" (views PyTorch takes of NeoFlow's results, zero-copy), "reasons",
-    "flops_native", "flops_total", "native_share", "kernels", "failed")."""
+    "flops_native", "flops_total", "native_share", "kernels", "failed",
+    "native_calls" (built partitions called per call of the graph) and, for
+    a backward graph, "saved" (the tensors the forward saved for it))."""
 
     def __init__(self, name, kind):
         super().__init__(name=name, kind=kind, native=Counter(), fallback=Counter(),
                          views=Counter(), reasons={}, flops_native=0, flops_total=0,
-                         kernels=0, failed=[])
+                         kernels=0, failed=[], native_calls=0, saved=None)
         self.runners, self.tuner = [], None
 
     def add_native(self, op, flops):
@@ -134,6 +136,19 @@ class Report(dict):
         return "\n".join(rows)
 
 
+def compiled_for(model=None):
+    """The CompiledModel records (one per Dynamo graph) of `model` (None: all).
+
+    >>> [g.kind for c in compiled_for(model) for g in c.graphs]   # doctest: +SKIP
+    ['forward', 'backward']
+    """
+    if model is None:
+        return list(_COMPILED)
+    module = getattr(model, "_orig_mod", model)
+    tensors = list(module.parameters()) + list(module.buffers())
+    return [c for c in _COMPILED if c.uses(tensors)] if tensors else list(_COMPILED)
+
+
 def report(model=None):
     """Per ATen graph compiled by backend="neoflow" for `model` (an nn.Module,
     compiled or not; None: every graph so far): the ops NeoFlow ran, those
@@ -144,14 +159,8 @@ def report(model=None):
     >>> rep["0.forward"]["native_share"]          # doctest: +SKIP
     1.0
     """
-    if model is not None:
-        module = getattr(model, "_orig_mod", model)
-        tensors = list(module.parameters()) + list(module.buffers())
-        chosen = [c for c in _COMPILED if c.uses(tensors)] if tensors else list(_COMPILED)
-    else:
-        chosen = list(_COMPILED)
     out = Report()
-    for c in chosen:
+    for c in compiled_for(model):
         for g in c.graphs:
             entry = dict(g)
             entry["native"], entry["fallback"] = dict(g["native"]), dict(g["fallback"])
