@@ -37,6 +37,7 @@ import weakref
 import numpy as np
 
 from ..te import dtype as dt
+from ..te.arith import free_vars
 from ..te.expr import Binary, Const, IterVar, Read, Reduce
 from ..te.tensor import compute
 from ..te.visit import reads, substitute, transform
@@ -50,6 +51,9 @@ RULE = {
     "min_chunk": 32,              # reduce points a partial sums at least
     "max_parts": 64,
     "partial_share": 0.5,         # the partials' bytes at most this share of the operands'
+    "min_run_bytes": 1 << 16,     # contiguous bytes of each operand a chunk keeps at least:
+                                  # YOLO's forward convs (1 KB runs of the weights per chunk)
+                                  # and fc1 (3 KB of each weight row) ran 0.55-0.66x split
 }
 
 
@@ -63,19 +67,40 @@ def threads():
 
 def split_axis(st):
     """The position of the reduce axis a split of Stage `st` cuts, or None
-    when it cannot be split: the main reduction must be a float sum, outside
-    any select, of a stage scheduled as itself (no delinearised view).
+    when it cannot be split (the main reduction must be a float sum, outside
+    any select, of a stage scheduled as itself -- no delinearised view): of
+    the axes of 2 or more points, the one whose step is longest in memory
+    (`step_bytes`: a chunk of it is a few long contiguous runs of every
+    operand), then the one with the most points.
 
-    >>> split_axis(Stage(dW))         # dW[j, k] = sum over t, b of ...: t (256) > b (32)
+    >>> split_axis(Stage(dW))      # dW[j, k] = sum over t, b of dy[t, b, j] x[t, b, k]: t
     0
     """
     red = st.reduction
     if red is None or red.op != "sum" or st.context or st.tensor is not st.source \
             or not dt.is_float(red.dtype) or not st.spatial:
         return None
-    extents = [a.extent for a in st.reduce_axes]
-    best = max(extents)
-    return extents.index(best) if best >= 2 else None
+    ranked = [(step_bytes(st, n), a.extent, -n) for n, a in enumerate(st.reduce_axes)
+              if a.extent >= 2]
+    return -max(ranked)[2] if ranked else None
+
+
+def step_bytes(st, n):
+    """The shortest distance in memory, over the operands of Stage `st`'s
+    main reduction, between the elements one step of reduce axis `n` apart
+    (the stride of the innermost dimension whose index uses it; an operand
+    that does not use it does not count).
+
+    >>> step_bytes(Stage(dW), 0), step_bytes(Stage(dW), 1)      # x[t, b, k]: 32 x 128 x 4
+    (16384, 512)
+    """
+    axis, out = st.reduce_axes[n], math.inf
+    for r in reads(st.reduction):
+        dims = [d for d, index in enumerate(r.indices) if any(v is axis for v in free_vars(index))]
+        if dims:
+            item = np.dtype(dt.to_numpy(r.tensor.dtype)).itemsize
+            out = min(out, math.prod(r.tensor.shape[dims[-1] + 1:]) * item)
+    return out
 
 
 def split_choices(st):
@@ -121,23 +146,26 @@ def choose_split(st, sc, n_threads=None):
     tiles = outputs // max(1, accumulator_size(st, sc) if sc.cache_write else 1)
     if operands > RULE["chunk_bytes"] and tiles > 1:
         want = max(want, -(-operands // RULE["chunk_bytes"]))
-    cap = min(extent, RULE["max_parts"], points // RULE["min_chunk"],
+    runs = extent * step_bytes(st, k) // RULE["min_run_bytes"]
+    cap = min(extent, RULE["max_parts"], points // RULE["min_chunk"], runs,
               int(RULE["partial_share"] * operands // (outputs * itemsize)))
     parts = _normal(extent, min(want, cap)) if min(want, cap) >= 2 else 0
     return parts if parts >= 2 else 0
 
 
 def apply_split(st, sc):
-    """Set `sc.split` to `choose_split`'s count; a split stage packs nothing
-    (each chunk's operands stream from cache, where packing would first copy
-    them whole through memory: the LSTM's dW at T=256 ran 2x slower packed).
+    """Set `sc.split` to `choose_split`'s count; a split stage packs only the
+    operands not already contiguous along their panels' dimension (a chunk
+    of a contiguous one streams from cache as it is, where packing would
+    first copy it whole through memory: the LSTM's dW at T=256 ran 2x slower
+    packed; conv weights read across output channels still need panels).
 
     >>> apply_split(Stage(dW), sc); sc.split, sc.pack            # doctest: +SKIP
     (20, [])
     """
     sc.split = choose_split(st, sc)
     if sc.split:
-        sc.pack = []
+        sc.pack = [n for n in sc.pack if st.packable[n][2] != st.packable[n][0].ndim - 1]
 
 
 def sample_split(st, sc, rng, configs):
