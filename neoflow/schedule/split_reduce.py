@@ -41,7 +41,7 @@ from ..te.arith import free_vars
 from ..te.expr import Binary, Const, IterVar, Read, Reduce
 from ..te.tensor import compute
 from ..te.visit import reads, substitute, transform
-from .config import ConfigError, StageConfig, accumulator_size, level_extents
+from .config import ConfigError, StageConfig, accumulator_size, level_extents, validate_stage
 
 # The cost rule, as data (bytes, points, counts).
 RULE = {
@@ -277,10 +277,13 @@ def split_stages(tensor, sc, buffers):
     if pst.tensor is not P:
         raise ConfigError(f"stage '{tensor.name}': its partial sums are scheduled through a "
                           "view; split must be 0")
+    pieces = [(P, partial_config(st, sc, pst)), (total, default_config(_One(total)).stages[0])]
+    pieces[1][1].split = 0                  # the sum of the partials is not split again
+    for piece, psc in pieces:
+        validate_stage(Stage(piece), psc, f"stage '{piece.name}' of split '{tensor.name}'")
     buffers[id(P)] = Buffer(P.dtype, P.shape, "heap", "local")
     buffers[id(total)] = buffers[id(tensor)]
-    return [(P, partial_config(st, sc, pst)),
-            (total, default_config(_One(total)).stages[0])], [buffers[id(P)]]
+    return pieces, [buffers[id(P)]]
 
 
 class _One:
