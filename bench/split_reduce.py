@@ -98,13 +98,18 @@ def steps_ab(name, preset, steps, blocks):
     import neoflow as nf
     from neoflow.schedule import split_reduce
     from neoflow.zoo import get
-    model = get(name).build(preset)
+    from neoflow.zoo.benchmark import LR, MOMENTUM
+    net = get(name)
+    model = net.build(preset)
     batch = model.make_batch(np.random.default_rng(0))
-    trainers = {"split": nf.Trainer(model.loss, nf.optim.SGD(lr=0.01))}
+
+    def trainer():                  # the zoo benchmark's optimizer (a stable lr)
+        return nf.Trainer(model.loss, nf.optim.SGD(lr=net.lr or LR, momentum=MOMENTUM))
+    trainers = {"split": trainer()}
     saved = split_reduce.RULE["max_parts"]
     split_reduce.RULE["max_parts"] = 0
     try:
-        trainers["unsplit"] = nf.Trainer(model.loss, nf.optim.SGD(lr=0.01))
+        trainers["unsplit"] = trainer()
     finally:
         split_reduce.RULE["max_parts"] = saved
     from neoflow.schedule import default_config

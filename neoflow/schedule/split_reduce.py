@@ -9,9 +9,9 @@ under `StageConfig.split = S` (S >= 2) as two stages, made here as te:
                   reduce axis) of the body     -- p in [0, S), parallel
     out[i...]   = epilogue(sum_p P[p, i...])
 
-The split axis is the reduce axis with the most points (the outermost of
-equal ones); chunk p covers ceil(E / S) of its E points (the last fewer, its
-loop bounded exactly). P's schedule is the stage's own with p prepended as
+The split axis is the reduce axis whose step is longest in memory
+(`step_bytes`), then the one with the most points; chunk p covers
+ceil(E / S) of its E points (the last fewer, its loop bounded exactly). P's schedule is the stage's own with p prepended as
 the outermost loop, fused into its parallel prefix; the sum gets the
 default schedule. So every output tile of one chunk runs over operands
 that chunk keeps in cache, and the threads share the p loop even when the
@@ -23,8 +23,10 @@ terms of each output are visited in the same order, summed as S partials
 `choose_split` is the default's cost rule (RULE below): split when the
 parallel loop gives the threads too few tasks, or when the operands a
 reduction streams exceed the cache that a chunk's should fit, as far as the
-split axis, a minimum chunk and the partials' own traffic allow. The
-search space samples and mutates `split` like any other knob.
+split axis, a minimum chunk, the partials' own traffic and the contiguous
+runs of the operands a chunk leaves allow. The search space samples and
+mutates `split` like any other knob (the cost model does not see it yet:
+measurements decide).
 
 Hands on: `split_stages` (lower.py lowers its stages in place of one),
 `choose_split` (schedule/default.py), `split_choices` / `split_problem`
@@ -41,7 +43,7 @@ from ..te.arith import free_vars
 from ..te.expr import Binary, Const, IterVar, Read, Reduce
 from ..te.tensor import compute
 from ..te.visit import reads, substitute, transform
-from .config import ConfigError, StageConfig, accumulator_size, level_extents, validate_stage
+from .config import ConfigError, StageConfig, accumulator_size, loop_extent, validate_stage
 
 # The cost rule, as data (bytes, points, counts).
 RULE = {
@@ -139,7 +141,7 @@ def choose_split(st, sc, n_threads=None):
     itemsize = np.dtype(dt.to_numpy(st.tensor.dtype)).itemsize
     operands = sum(math.prod(t.shape) * np.dtype(dt.to_numpy(t.dtype)).itemsize
                    for t in {id(r.tensor): r.tensor for r in reads(st.reduction)}.values())
-    tasks = math.prod(_loop_extent(st, sc, lv) for lv in sc.order[:sc.parallel])
+    tasks = math.prod(loop_extent(st, sc, lv) for lv in sc.order[:sc.parallel])
     want = 0
     if tasks < RULE["tasks_per_thread"] * n_threads and n_threads > 1:
         want = -(-RULE["tasks_per_thread"] * n_threads // tasks)
@@ -178,11 +180,6 @@ def sample_split(st, sc, rng, configs):
         sc.split = 0
         return
     sc.split = rng.choice(choices) if rng.random() < 0.5 else 0
-
-
-def _loop_extent(st, sc, level):
-    axis, j = level.split(".")
-    return level_extents(st.extent(axis), sc.tile[axis])[int(j)]
 
 
 def split_problem(st, sc):
