@@ -53,9 +53,10 @@ RULE = {
     "min_chunk": 32,              # reduce points a partial sums at least
     "max_parts": 64,
     "partial_share": 0.5,         # the partials' bytes at most this share of the operands'
-    "min_run_bytes": 1 << 16,     # contiguous bytes of each operand a chunk keeps at least:
+    "min_run_bytes": 1 << 18,     # contiguous bytes of each operand a chunk keeps at least:
                                   # YOLO's forward convs (1 KB runs of the weights per chunk)
-                                  # and fc1 (3 KB of each weight row) ran 0.55-0.66x split
+                                  # and fc1 (3 KB of each weight row) ran 0.55-0.66x split,
+                                  # its input-gradient convs (67 KB runs of dy) 0.5-1.07x
 }
 
 
