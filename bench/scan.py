@@ -84,6 +84,7 @@ def profile(T, B, I, H, reps):
     import numpy as np
     from neoflow.runtime.native import compile_kernels
     from neoflow.schedule import default_config
+    from neoflow.schedule.split_reduce import default_splits_off
     from neoflow.te import dtype as dt
     trainer, feed, _ = _nf_trainer("nf-scan", T, B, I, H)
     with trainer:
@@ -138,10 +139,10 @@ def profile(T, B, I, H, reps):
                 stages = "+".join(st.name for st in k.stages)
                 parts = [sc.split for sc in config.stages if sc.split]
                 line = f"    {name} kernel {stages[:40]:40s} {alone(k, config) * 1e3:8.4f} ms"
-                if parts:                # the same kernel with its reductions not split
-                    for sc in config.stages:
-                        sc.split = 0
-                    line += f" split {parts}; unsplit {alone(k, config) * 1e3:8.4f} ms"
+                if parts:                # the default made without the split rule
+                    with default_splits_off():
+                        plain = default_config(k)
+                    line += f" split {parts}; unsplit {alone(k, plain) * 1e3:8.4f} ms"
                 print(line)
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         med, lo, hi = _time(lambda: trainer.step(feed), 1, reps)

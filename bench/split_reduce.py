@@ -11,11 +11,10 @@ unsplit -- each compiled alone on random inputs, the two timed in alternation
 
 --steps builds two nf.Trainers per network in this process, one with the
 default schedules and one with the default rule's splits turned off
-(split_reduce.RULE["max_parts"] = 0), then times blocks of steps of each in
+(split_reduce.default_splits_off), then times blocks of steps of each in
 alternation: medians of the blocks' ms/step, and the min..max.
 """
 import argparse
-import copy
 import statistics
 import time
 
@@ -53,12 +52,14 @@ def split_kernels(outputs, inputs):
 
 
 def ab(kernel, config, rounds):
-    """(ms split, ms unsplit): medians of `rounds` alternated calls."""
+    """(ms split, ms unsplit): medians of `rounds` alternated calls of `kernel`
+    under `config` and under the default made without the rule."""
     from neoflow.runtime.native import compile_kernels
     from neoflow.te import dtype as dt
-    plain = copy.deepcopy(config)
-    for sc in plain.stages:
-        sc.split = 0
+    from neoflow.schedule import default_config
+    from neoflow.schedule.split_reduce import default_splits_off
+    with default_splits_off():           # the default as it would be without the rule
+        plain = default_config(kernel)
     rng = np.random.default_rng(0)
     args = [np.full(t.shape, 1, np.int64) if t.dtype == dt.INDEX else
             rng.normal(size=t.shape).astype(dt.to_numpy(t.dtype)) for t in kernel.inputs]
@@ -106,12 +107,8 @@ def steps_ab(name, preset, steps, blocks):
     def trainer():                  # the zoo benchmark's optimizer (a stable lr)
         return nf.Trainer(model.loss, nf.optim.SGD(lr=net.lr or LR, momentum=MOMENTUM))
     trainers = {"split": trainer()}
-    saved = split_reduce.RULE["max_parts"]
-    split_reduce.RULE["max_parts"] = 0
-    try:
+    with split_reduce.default_splits_off():
         trainers["unsplit"] = trainer()
-    finally:
-        split_reduce.RULE["max_parts"] = saved
     from neoflow.schedule import default_config
     counts = {"split": sum(bool(sc.split) for k in trainers["split"].kernels
                            for sc in default_config(k).stages), "unsplit": 0}

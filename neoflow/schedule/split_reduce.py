@@ -32,6 +32,7 @@ Hands on: `split_stages` (lower.py lowers its stages in place of one),
 `choose_split` (schedule/default.py), `split_choices` / `split_problem`
 (space, search, validate).
 """
+import contextlib
 import math
 import os
 import weakref
@@ -58,6 +59,22 @@ RULE = {
                                   # and fc1 (3 KB of each weight row) ran 0.55-0.66x split,
                                   # its input-gradient convs (67 KB runs of dy) 0.5-1.07x
 }
+
+
+@contextlib.contextmanager
+def default_splits_off():
+    """Within it, the default schedule splits nothing (A/B measurements).
+
+    >>> with default_splits_off():
+    ...     default_config(Kernel([dW])).stages[0].split
+    0
+    """
+    saved = RULE["max_parts"]
+    RULE["max_parts"] = 0
+    try:
+        yield
+    finally:
+        RULE["max_parts"] = saved
 
 
 def threads():

@@ -15,8 +15,8 @@ from neoflow.graph.kernel import Kernel
 from neoflow.runtime.native import compile_kernels
 from neoflow.schedule import Config, ConfigError, default_config, sample_config
 from neoflow.schedule.config import validate
-from neoflow.schedule.split_reduce import (choose_split, split_axis, split_choices,
-                                           split_tensors)
+from neoflow.schedule.split_reduce import (choose_split, default_splits_off, split_axis,
+                                           split_choices, split_tensors)
 from neoflow.schedule.stage import Stage
 from neoflow.tune.search import mutate_stage
 
@@ -107,6 +107,10 @@ def test_default_splits_weight_gradients_not_large_outputs():
     _, _, dW = _weight_grad(256, 32, 512, 128)         # bench/scan.py's LSTM at T=256
     sc = default_config(Kernel([dW])).stages[0]
     assert sc.split >= 8 and sc.pack == [], sc
+    with default_splits_off():                         # the rule off (A/B): packed, unsplit
+        plain = default_config(Kernel([dW])).stages[0]
+    assert plain.split == 0 and plain.pack, plain
+    assert default_config(Kernel([dW])).stages[0].split == sc.split
     assert split_axis(Stage(dW)) == 0                  # t (256 points) rather than b (32)
     # a large output over a short reduction: every thread has tiles, partials would cost
     A, Bm = nf.placeholder((1024, 64), name="A"), nf.placeholder((64, 1024), name="B")
