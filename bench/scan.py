@@ -84,6 +84,7 @@ def profile(T, B, I, H, reps):
     import numpy as np
     from neoflow.runtime.native import compile_kernels
     from neoflow.schedule import default_config
+    from neoflow.schedule.split_reduce import default_splits_off
     from neoflow.te import dtype as dt
     trainer, feed, _ = _nf_trainer("nf-scan", T, B, I, H)
     with trainer:
@@ -112,21 +113,37 @@ def profile(T, B, I, H, reps):
         for name, ts in phases.items():
             print(f"  {name:44s} {statistics.median(ts) * 1e3:9.3f} ms")
         rng = np.random.default_rng(0)
+
+        def alone(k, config):
+            """Median seconds of one call of kernel `k` compiled alone under `config`."""
+            one = compile_kernels([k], list(k.inputs), list(k.outputs), list(k.outputs),
+                                  [config])
+            args = [np.full(t.shape, 1, np.int64) if t.dtype == dt.INDEX else
+                    rng.normal(size=t.shape).astype(dt.to_numpy(t.dtype)) for t in k.inputs]
+            one(*args)
+            ts = []
+            for _ in range(max(3, reps)):
+                t0 = time.perf_counter()
+                one(*args)
+                ts.append(time.perf_counter() - t0)
+            return statistics.median(ts)
         for _, g, _, (step, *_) in fn._plan:
             for k in step.kernels:
-                one = compile_kernels([k], list(k.inputs), list(k.outputs), list(k.outputs),
-                                      [default_config(k)])
-                args = [np.full(t.shape, 1, np.int64) if t.dtype == dt.INDEX else
-                        rng.normal(size=t.shape).astype(dt.to_numpy(t.dtype)) for t in k.inputs]
-                one(*args)
-                ts = []
-                for _ in range(max(3, reps)):
-                    t0 = time.perf_counter()
-                    one(*args)
-                    ts.append(time.perf_counter() - t0)
                 stages = "+".join(st.name for st in k.stages)
                 print(f"    step kernel of '{g.name}' {stages[:40]:40s} "
-                      f"{statistics.median(ts) * 1e3:8.4f} ms x {g.length}")
+                      f"{alone(k, default_config(k)) * 1e3:8.4f} ms x {g.length}")
+        segments = [(f"segment {n}", p[2][0]) for n, p in enumerate(fn._plan)]
+        for name, built in segments + [("final segment", fn._final[0])]:
+            for k in (built.kernels if built is not None else ()):
+                config = default_config(k)
+                stages = "+".join(st.name for st in k.stages)
+                parts = [sc.split for sc in config.stages if sc.split]
+                line = f"    {name} kernel {stages[:40]:40s} {alone(k, config) * 1e3:8.4f} ms"
+                if parts:                # the default made without the split rule
+                    with default_splits_off():
+                        plain = default_config(k)
+                    line += f" split {parts}; unsplit {alone(k, plain) * 1e3:8.4f} ms"
+                print(line)
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         med, lo, hi = _time(lambda: trainer.step(feed), 1, reps)
         faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / (reps + 1)

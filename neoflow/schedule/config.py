@@ -37,6 +37,9 @@ As JSON:
   of an earlier stage of the same chain, or of a kernel input with as many
   rows, which the buffer plan may share) is at the same row
   (`compute_at_problem` says why not).
+* split (optional, 0 by default): the main reduction (a float sum) run as
+  this many parallel partial sums over chunks of its longest reduce axis,
+  then their sum (schedule/split_reduce.py: weight gradients).
 * pad (optional): inputs copied zero-padded before the stage runs --
   numbers into `Stage.paddable` (conv2d's input): the guarded reads
   `where(in bounds, x[...], 0)` become plain reads of the copy, so edge
@@ -94,6 +97,7 @@ class StageConfig:
     pack: list = field(default_factory=list)
     pad: list = field(default_factory=list)
     compute_at: bool = False
+    split: int = 0
 
     def to_dict(self):
         out = {"tile": {a: list(f) for a, f in self.tile.items()}, "order": list(self.order),
@@ -105,6 +109,8 @@ class StageConfig:
             out["pad"] = list(self.pad)
         if self.compute_at:
             out["compute_at"] = True
+        if self.split:
+            out["split"] = self.split
         return out
 
 
@@ -160,7 +166,7 @@ class Config:
                     cache_write=bool(s.get("cache_write", False)),
                     pack=[int(n) for n in s.get("pack", [])],
                     pad=[int(n) for n in s.get("pad", [])],
-                    compute_at=s.get("compute_at", False)))
+                    compute_at=s.get("compute_at", False), split=int(s.get("split", 0))))
             gpu = data.get("gpu")
             if gpu is not None:
                 gpu = GpuParams(**{k: (str if k == "reduction" else int)(v)
@@ -243,6 +249,8 @@ def compute_at_problem(stages, configs, n, inputs):
     """
     if n == 0:
         return "it is the first stage"
+    if configs[n - 1].split or configs[n].split:
+        return "a stage split into partial sums (split) runs as two loops"
     head = n - 1
     while head > 0 and configs[head].compute_at:
         head -= 1
@@ -306,6 +314,10 @@ def validate_stage(st, sc, where):
                               f"got {factor!r}")
     _validate_cache_write(st, sc, where)
     _validate_pack(st, sc, where)
+    from .split_reduce import split_problem     # split_reduce builds on this module
+    problem = split_problem(st, sc)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
 
 
 def _check_choice_list(field, value, names, kind, where):

@@ -58,6 +58,7 @@ from ..te.visit import children, post_order, reads
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
 from .delinearize import alias_source
+from .split_reduce import apply_split
 from .stage import Stage
 
 VECTOR_BYTES = 32        # AVX2
@@ -101,6 +102,9 @@ def default_config(kernel, target="cpu"):
         return Config([gpu_stage_config(st) for st in stages], _gpu_params(stages))
     configs = [_stage_default(st) for st in stages]
     _chain_sharing_stages(stages, configs, kernel.inputs)
+    for n, (st, sc) in enumerate(zip(stages, configs)):   # schedule/split_reduce.py
+        if not (n + 1 < len(configs) and configs[n + 1].compute_at):
+            apply_split(st, sc)
     return Config(configs)
 
 

@@ -57,6 +57,7 @@ from .loop_ir import (Allocate, Buffer, Check, CDiv, CopyTransposed, For, IfThen
 from .loop_fusion import fuse_loops
 from .loop_partition import partition_loops
 from .speculate import speculate
+from .split_reduce import split_stages
 from .stage import Stage
 
 PACK_PARALLEL_MIN = 1 << 15   # elements of a panel buffer worth copying on all cores
@@ -100,19 +101,22 @@ def lower_kernel(kernel, config, sites):
         buffers[id(t)] = Buffer(t.dtype, t.shape, "arg", "out")
     for t in kernel.locals:
         buffers[id(t)] = Buffer(t.dtype, t.shape, "heap", "local")
-    stmts = []
+    stmts, partials = [], []
     for t, sc in zip(kernel.stages, config.stages):
-        stmt = _StageLowering(t, sc, buffers, sites, kernel.origins.get(t.name))
-        stmt = stmt.lower()
-        if config.gpu is None:      # a GPU reduction is a block (tree) reduction already
-            stmt = blocked_sums(stmt)
-        if sc.compute_at:
-            stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
-        else:
-            stmts.append(stmt)
+        pieces, local = split_stages(t, sc, buffers)   # a split sum: its partials, their sum
+        partials += local
+        for piece, psc in pieces:
+            stmt = _StageLowering(piece, psc, buffers, sites, kernel.origins.get(t.name))
+            stmt = stmt.lower()
+            if config.gpu is None:      # a GPU reduction is a block (tree) reduction already
+                stmt = blocked_sums(stmt)
+            if psc.compute_at:
+                stmts[-1] = _computed_at(stmts[-1], stmt, t.name)
+            else:
+                stmts.append(stmt)
     body = fuse_loops(speculate(partition_loops(Seq(stmts))))
-    for t in reversed(kernel.locals):
-        body = Allocate(buffers[id(t)], body)
+    for buf in [buffers[id(t)] for t in reversed(kernel.locals)] + partials:
+        body = Allocate(buf, body)
     return KernelFunc([buffers[id(t)] for t in kernel.inputs],
                       [buffers[id(t)] for t in kernel.outputs], body,
                       hint=" ".join(t.name for t in kernel.stages))

@@ -7,7 +7,9 @@ innermost loop moved innermost), a parallel prefix of spatial loops, unroll
 factors, the local accumulator on or off, which packable inputs are
 copied into panels (and which paddable ones zero-padded) first, and --
 across stages, when sampling -- whether a stage is computed at the one
-before it (where that is legal).
+before it (where that is legal), and whether a long sum runs as parallel
+partial sums (`split`, schedule/split_reduce.py; sampled only, never
+enumerated).
 
 A stage read through flattened indices is seen through its delinearised
 view (schedule/stage.py): its split axes are tiled, ordered and vectorised
@@ -21,6 +23,7 @@ import random
 from .config import (MAX_ACCUMULATOR, Config, ConfigError, StageConfig, accumulator_size,
                      compute_at_problem, level_names, validate, validate_stage)
 from .default import default_config
+from .split_reduce import sample_split
 from .stage import Stage
 
 SAMPLE_TRIES = 200
@@ -65,6 +68,8 @@ class ConfigSpace:
             stages.append(sc)
         for n in range(1, len(stages)):
             stages[n].compute_at = self.can_compute_at(stages, n) and rng.random() < 0.5
+        for st, sc in zip(self.stages, stages):     # schedule/split_reduce.py
+            sample_split(st, sc, rng, stages)
         config = Config(stages)
         validate(config, self.kernel)
         return config

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..schedule import Config, ConfigError, ConfigSpace
 from ..schedule.config import MAX_UNROLL, level_names, loop_extent, validate_stage
+from ..schedule.split_reduce import split_choices
 from .cost_model import make_model
 from .estimate import Estimates
 from .features import Featurizer
@@ -202,7 +203,7 @@ def mutate_stage(st, sc, rng, lanes):
     """
     sc = copy.deepcopy(sc)
     op = rng.choice(("tile", "tile", "order", "order", "parallel", "vectorize", "unroll",
-                     "cache_write", "pack", "pad"))
+                     "cache_write", "pack", "pad", "split"))
     if op == "tile":
         _retile(st, sc, rng, lanes)
     elif op == "order":
@@ -225,6 +226,8 @@ def mutate_stage(st, sc, rng, lanes):
         sc.pad = sorted(set(sc.pad) ^ {rng.randrange(len(st.paddable))})
     elif op == "cache_write" and st.reduction is not None:
         sc.cache_write = not sc.cache_write
+    elif op == "split" and split_choices(st):     # schedule/split_reduce.py
+        sc.split = rng.choice([0] + split_choices(st))
     _repair(st, sc)
     validate_stage(st, sc, "mutation")
     return sc
