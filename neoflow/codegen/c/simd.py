@@ -4,8 +4,11 @@ A `vectorized` loop whose body is stores of float arithmetic (+ - * /,
 negation, constants) over loads that either step by one element with the
 loop variable (contiguous) or do not move with it (broadcast) is printed
 with GCC vector types (the prelude's nf_vf32 / nf_vf64, as wide as the
-target's SIMD registers, `vector_width`): a main loop over whole vectors, then the scalar
-loop for the remainder. Each element sees the same operations in the same
+target's SIMD registers: `vector_width`, from toolchain/target.py): a main
+loop over whole vectors, then the scalar loop for the remainder. Explicit
+vector types keep their width where the compiler's own vectoriser would
+not (GCC tunes AVX-512 cores for 256-bit loops; the 64-byte types still
+compile to zmm registers, tests/codegen/test_wide_vectors.py). Each element sees the same operations in the same
 order as in the scalar loop, so results are bit-identical; what changes is
 that the compiler no longer has to discover the vectors -- a register tile
 of accumulators (a stack array read and written through vector pointers)
