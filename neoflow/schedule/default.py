@@ -80,15 +80,19 @@ PACK_MIN_REDUCE = 64
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
-# output points of a channel-blocked tile (x 2 vectors), by the target's vector
-# registers: the candidate that leaves the fewest tails along the row axis (the
-# first on a tie). 16 (AVX2): 5, 10 accumulators -- measured on the ResNet-18 3x3
-# convs at batch 8: 99-126 GFLOP/s, against 70-95 with 4, 6 or 7 rows (7 x 2
-# vectors spill). 32 (AVX-512, 16-float vectors): 8 or 7 -- on one Sapphire Rapids
-# core, conv2d 3x3 64ch 56x56 and conv3d 64ch 4x14x14 ran 84-95 GFLOP/s with 8 or 7
-# rows against 72-76 with 12 or 13 and 70-73 with 14 (more rows than the 16
-# accumulators do not pay here: the weights' two vectors are reused enough).
-CHANNEL_TILE_ROWS = {16: (5,), 32: (8, 7)}
+# Channel-blocked tiles by the target's vector registers: (vectors of channels,
+# candidate output points); of the candidates the one that leaves the fewest
+# tails along the row axis (the first on a tie).
+# 16 registers (AVX2): 2 vectors x 5 points, 10 accumulators -- measured on the
+# ResNet-18 3x3 convs at batch 8: 99-126 GFLOP/s, against 70-95 with 4, 6 or 7
+# points (7 x 2 vectors spill). 32 (AVX-512, 16-float vectors), one Sapphire
+# Rapids core, loaded, 1 x 5 against 2 x 8 (or 7): conv2d 3x3 64ch 56x56 104-111
+# against 90-100, conv3d 64ch 4x14x14 116 against 101, CapsNet's 9x9/2 input
+# gradient 44 against 32, conv_transpose2d 128->64ch 82 against 73; but
+# conv_transpose2d's weight gradient 69 against 79 and a 3x3/2 input gradient
+# 61 against 72 (no rule found that tells them apart; the search tries both).
+# 12-14 points by 2 vectors were slower than 8 everywhere.
+CHANNEL_TILES = {16: (2, (5,)), 32: (1, (5,))}
 
 
 GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
@@ -218,7 +222,8 @@ def _stage_default(st, simd):
         sc = _elementwise(st)
     else:
         v = _vector_axis(st)
-        channels = None if _flattened_contraction(st, v) else _channel_panel(st, v, lanes)
+        channels = None if _flattened_contraction(st, v) else _channel_panel(st, v, lanes,
+                                                                             registers)
         transposed = _transposed_panel(st, lanes) if v is None else None
         if channels is not None:
             sc = _channel_blocked(st, channels, lanes, registers)
@@ -374,16 +379,18 @@ def accumulators(registers):
     return registers - REGISTER_RESERVE
 
 
-def channel_tile_rows(registers, extent):
-    """Output points of a channel-blocked tile (two vectors of channels each)
-    along a row axis of `extent` points: CHANNEL_TILE_ROWS' candidate with the
-    fewest tails, at most `extent`.
+def channel_tile(registers, extent):
+    """(vectors of channels, output points) of a channel-blocked tile on a
+    target with `registers` vector registers, along a row axis of `extent`
+    points (see CHANNEL_TILES).
 
-    >>> channel_tile_rows(16, 56), channel_tile_rows(32, 56), channel_tile_rows(32, 14)
-    (5, 8, 7)
+    >>> channel_tile(16, 56), channel_tile(32, 56), channel_tile(32, 3)
+    ((2, 5), (1, 5), (1, 3))
     """
-    candidates = CHANNEL_TILE_ROWS.get(registers) or (max(1, accumulators(registers) // 2 - 1),)
-    return min(min(candidates, key=lambda r: _tail_cost(extent, r)), extent)
+    vectors, candidates = CHANNEL_TILES.get(registers) or (
+        2, (max(1, accumulators(registers) // 2 - 1),))
+    rows = min(candidates, key=lambda r: _tail_cost(extent, r))
+    return vectors, min(rows, extent)
 
 
 def _tail_cost(extent, f):
@@ -521,12 +528,13 @@ def _row_panels(st, v, tile, su):
     return [n for n, (_, axis, _) in enumerate(st.packable) if axis == su]
 
 
-def _channel_panel(st, v, lanes):
+def _channel_panel(st, v, lanes, registers):
     """For a convolution-like reduction (a window, or a 1x1 conv over a small
     image) whose contiguous axis is short or missing (v None: a strided conv reads no
     operand contiguously), the packable operand to vectorise across
     instead -- the weights along the output channels -- as its number in
-    `st.packable`, when that axis fills whole pairs of vectors and other
+    `st.packable`, when that axis fills whole channel tiles (`channel_tile`'s
+    vectors: pairs on AVX2) and other
     output points share the panel (not a batch norm's per-channel sums);
     else None."""
     if math.prod(a.extent for a in st.reduce_axes) < 2 * lanes or (
@@ -534,15 +542,16 @@ def _channel_panel(st, v, lanes):
             else len(st.reduce_axes) < 2):   # no window: a dense layer, packed transposed
         return None
     last = f"s{len(st.spatial) - 1}"
+    width = channel_tile(registers, 1)[0]
     fits = [n for n, (t, axis, _) in enumerate(st.packable)
-            if axis != last and st.extent(axis) % (2 * lanes) == 0 and _reuse(st, axis) > 1]
+            if axis != last and st.extent(axis) % (width * lanes) == 0 and _reuse(st, axis) > 1]
     # the widest axis: the channels, not a batch that also divides into vectors
     return max(fits, key=lambda n: st.extent(st.packable[n][1]), default=None)
 
 
 def _channel_blocked(st, n, lanes, registers):
-    """Register tile: two vectors of the packed operand's axis (channels) by
-    CHANNEL_TILE_ROWS points of a row axis -- the last one, unless the reduction's
+    """Register tile: a vector or two of the packed operand's axis (channels)
+    by a few points of a row axis (`channel_tile`) -- the last one, unless the reduction's
     `where=` range depends on it (a strided conv's input gradient), then the
     widest one it does not depend on -- reduce loops outside the tile. Every
     operand packable along the channels is packed (a weight shared by two
@@ -551,11 +560,10 @@ def _channel_blocked(st, n, lanes, registers):
     vectors, 4x slower)."""
     tensor, sc_axis, _ = st.packable[n]
     tile = _unsplit(st)
-    tile[sc_axis] = [2 * lanes]
     sv = _channel_rows(st, sc_axis)
-    rows = 1
+    vectors, rows = channel_tile(registers, 1 if sv is None else st.extent(sv))
+    tile[sc_axis] = [vectors * lanes]
     if sv is not None:
-        rows = channel_tile_rows(registers, st.extent(sv))
         if rows < st.extent(sv):
             tile[sv] = [rows]
     outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]

@@ -10,7 +10,7 @@ import neoflow as nf
 from neoflow.errors import NeoFlowError
 from neoflow.graph import kernels_for
 from neoflow.schedule import default_config, sample_config
-from neoflow.schedule.default import (_register_tile, accumulators, channel_tile_rows)
+from neoflow.schedule.default import _register_tile, accumulators, channel_tile
 from neoflow.toolchain.compiler import compile_flags, find_compiler
 from neoflow.toolchain.target import ENV, Target, _from_macros, native_target, target
 from neoflow.tune.hardware import detect
@@ -99,8 +99,8 @@ def test_register_tiles_fit_the_register_budget(lanes, registers):
             vectors = -(-cols // lanes)
             assert 1 <= rows <= u and 1 <= cols <= v and vectors * rows <= budget, (v, u)
     for e in (1, 3, 5, 7, 14, 16, 28, 56, 112):
-        rows = channel_tile_rows(registers, e)
-        assert 1 <= rows <= e and 2 * rows <= budget
+        vectors, rows = channel_tile(registers, e)
+        assert 1 <= rows <= e and vectors * rows <= budget
 
 
 def _matmul(m, k, n):
@@ -122,12 +122,13 @@ def test_default_matmul_tile_follows_the_target(width, bytes_, cols, rows):
     assert sc.tile["s1"] == [cols] and sc.tile["s0"] == [rows] and sc.unroll == {"s0.1": rows}
 
 
-@pytest.mark.parametrize("bytes_, channels, rows", [("32", 16, 5), ("64", 32, 8)])
+@pytest.mark.parametrize("bytes_, channels, rows", [("32", 16, 5), ("64", 16, 5)])
 def test_default_conv_channel_tile_follows_the_target(width, bytes_, channels, rows):
+    """Two vectors of 8 channels with AVX2, one of 16 with AVX-512."""
     width(bytes_)
-    sc = default_config(kernels_for([_conv(64, 64, 56)])[-1]).stages[-1]
-    assert [channels] in sc.tile.values() and [rows] in sc.tile.values()
-    assert 2 * rows <= accumulators(target().vector_registers)
+    sc = default_config(kernels_for([_conv(64, 48, 56)])[-1]).stages[-1]
+    assert sc.tile["s1"] == [channels] and sc.vectorize == "s1"
+    assert sc.tile["s3"] == [rows] and sc.unroll == {"s3.1": rows}
 
 
 def test_search_space_samples_two_wide_vectors(width):
