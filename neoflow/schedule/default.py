@@ -57,9 +57,9 @@ import os
 from ..te.arith import conjuncts, free_vars, linear_form
 from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.visit import children, post_order, reads
+from ..toolchain.target import target as simd_target
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
-from ..toolchain.target import target as simd_target
 from .stage import Stage
 
 REGISTER_RESERVE = 4     # vector registers a register tile leaves to operands and broadcasts
@@ -407,9 +407,10 @@ def _register_tile(v_extent, u_extent, lanes, registers=16):
     """(columns, rows) of the register tile: at most `accumulators(registers)`
     vectors, as many as fit, two vectors per row if that costs little, few
     tails (a partial tile runs a slower exact path: counted as TAIL_COST tiles).
-    With AVX-512's 32 registers, 14 rows x 2 vectors of 16 floats (matmul 512
-    and 1024 on one Sapphire Rapids core: 83-86 GFLOP/s, against 58-67 for
-    7 x 4 and 49-83 for 9 x 3; AVX2's 6 x 2 vectors of 8: 54-58).
+    With AVX-512's 32 registers, 14 rows x 2 vectors of 16 floats (one
+    Sapphire Rapids core, loaded: matmul 512 86-88 GFLOP/s, against 87 for
+    7 x 4 and 83 for 9 x 3; matmul 1024, rows first, 64-66 against 59 and
+    49; AVX2's 6 x 2 vectors of 8: 49-58 on both).
 
     >>> _register_tile(1024, 1024, 8), _register_tile(56, 64, 8)
     ((16, 6), (8, 8))
@@ -551,9 +552,10 @@ def _channel_panel(st, v, lanes, registers):
 
 def _channel_blocked(st, n, lanes, registers):
     """Register tile: a vector or two of the packed operand's axis (channels)
-    by a few points of a row axis (`channel_tile`) -- the last one, unless the reduction's
-    `where=` range depends on it (a strided conv's input gradient), then the
-    widest one it does not depend on -- reduce loops outside the tile. Every
+    by a few points of a row axis (`channel_tile`) -- the last one, unless
+    the reduction's `where=` range depends on it (a strided conv's input
+    gradient), then the widest one it does not depend on -- reduce loops
+    outside the tile. Every
     operand packable along the channels is packed (a weight shared by two
     applications, as a GAN's discriminator on real and fake images, has a
     gradient summing two products: unpacked, the second reads strided

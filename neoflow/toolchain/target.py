@@ -33,9 +33,12 @@ _SIZES = {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "bool": 1}
 _FMA_MACROS = ("__FMA__", "__ARM_FEATURE_FMA")
 # registers an overridden width gets where the compiler's own level differs
 _REGISTERS = {64: 32, 32: 16, 16: 16}
-# The widest vectors the compiler's own vectoriser uses (loops not printed with
-# vector types: `omp simd` reductions, `ivdep` loops): GCC and clang tune
-# Intel's and AMD's AVX-512 cores for 256-bit loops (-mprefer-vector-width=256).
+# The widest vectors the compiler's own vectoriser is counted with (loops not
+# printed with vector types: `omp simd` reductions, `ivdep` loops): GCC and
+# clang tune Intel's AVX-512 cores for 256-bit loops (-mprefer-vector-width=256,
+# which gcc -march=native -Q --help=target shows on Sapphire Rapids). Where a
+# compiler uses wider ones, the blocked sums (schedule/accumulate.py) that count
+# these lanes are only more accurate than planned.
 AUTO_VECTOR_BYTES = 32
 
 
