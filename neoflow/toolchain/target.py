@@ -6,7 +6,8 @@
 # compiler's predefined macros (`cc <flags> -dM -E`): AVX-512F gives 64-byte
 # vectors and 32 registers, AVX 32 bytes and 16, NEON 16 and 32, anything
 # else SSE-like 16 and 16. The answer is kept in the kernel cache as a
-# probe that passed (keyed by the compiler's identity and flags), so later
+# probe that passed (keyed by the compiler's fingerprint: its identity, flags
+# and what -march=native expands to on this CPU), so later
 # processes read it without running the compiler; NEOFLOW_VECTOR_BYTES
 # (16, 32 or 64) overrides the width -- for A/B runs and tests -- and the
 # registers then follow the table (32 on an AVX-512 machine gives AVX2's
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 import subprocess
 from dataclasses import dataclass
 
@@ -106,13 +106,15 @@ def native_target() -> Target:
     >>> native_target().vector_registers in (16, 32)
     True
     """
-    from neoflow.toolchain.compiler import compile_flags, find_compiler
+    from neoflow.toolchain.compiler import compile_flags, find_compiler, fingerprint
     try:
         cc = find_compiler()
     except NeoFlowError:
         return Target(16, 16, False)
     flags = [f for f in compile_flags(cc, openmp=False, sanitize=False) if f != "-shared"]
-    identity = (cc.path, cc.version, shlex.join(flags), "target")
+    # fingerprint: the compiler, its flags and what -march=native means on this
+    # CPU, so machines sharing a cache directory never read each other's answer
+    identity = (fingerprint(cc, flags), "target")
     for candidate in _candidates():
         if cache.probe_passed(cache.probe_key(*identity, repr(candidate))):
             return candidate

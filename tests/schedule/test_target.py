@@ -147,3 +147,20 @@ def test_tuning_records_are_kept_apart_per_width(width):
     assert (narrow.simd_bytes, wide.simd_bytes) == (32, 64)
     assert narrow.fingerprint != wide.fingerprint
     assert (narrow.vector_registers, wide.vector_registers) == (16, 32)
+
+
+def test_detection_is_kept_in_the_kernel_cache(monkeypatch, tmp_path):
+    """The first process asks the compiler and records the answer as a passed
+    probe; the next reads it back (the same Target) without the compiler."""
+    import neoflow.toolchain.target as target_module
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("NEOFLOW_CACHE_DIR", str(tmp_path))
+    native_target.cache_clear()
+    try:
+        first = native_target()
+        assert list((tmp_path / "probes").iterdir())
+        native_target.cache_clear()
+        monkeypatch.setattr(target_module, "_macros", lambda *a: pytest.fail("compiler asked"))
+        assert native_target() == first
+    finally:
+        native_target.cache_clear()
