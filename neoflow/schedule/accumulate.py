@@ -11,7 +11,8 @@ iterations add more than `BLOCK` terms per element is cut into chunks of
 the chunk, added into `b` after it), and a loop over more than `BLOCK`
 chunks is cut again, so the partials form a cascade of
 ceil(log_BLOCK(n)) levels. A vectorized reduction loop (`omp simd
-reduction`) already keeps one partial per SIMD lane, and counts n / `LANES`.
+reduction`) already keeps one partial per SIMD lane, and counts n / lanes
+(`lanes()`: float32's in the compiler's own vectors, toolchain/target.py).
 
 Partials: for a stack accumulator (a register tile, a scalar) P has its
 shape and is combined element by element; only boundaries outside every
@@ -29,6 +30,7 @@ import sys
 from ..te import dtype as dt
 from ..te.arith import interval
 from ..te.expr import Binary, Const, IterVar
+from ..toolchain.target import target
 from .loop_ir import (Allocate, Buffer, CDiv, CopyTransposed, For, IfThenElse, Let, Load, Seq,
                       Store, Var, _e,
                       map_body, nodes)
@@ -37,12 +39,22 @@ from .loop_ir import (Allocate, Buffer, CDiv, CopyTransposed, For, IfThenElse, L
 # for a tile of accumulators, where each partial costs a pass over the tile
 BLOCK, FAN = 16, 2
 TILE_BLOCK, TILE_FAN = 32, 4
-LANES = 8       # partials a vectorized reduction loop keeps (8 float32 lanes: AVX2)
 VECTOR_CHUNK = 256   # the shortest chunk of a vectorized reduction loop (its combine costs)
 _MANY = 1 << 40  # past this, a bound is as good as none
 PARTIAL = "partial"   # the hint of the partial buffers this pass makes
 DEPTH = 20000    # Python frames the walks may take: a 3-D convolution's gradient stage nests
                  # over 300 statements deep (loop partitioning), three frames a level
+
+
+def lanes():
+    """Partials a vectorized reduction loop keeps: float32 lanes of the
+    compiler's own vectoriser on the target (8 with AVX2 and with AVX-512,
+    whose loops it keeps 256 bits wide; 4 with SSE or NEON).
+
+    >>> lanes() in (4, 8)
+    True
+    """
+    return target().auto_lanes("float32")
 
 
 def blocked_sums(stmt):
@@ -195,7 +207,7 @@ class _Cascade:
             n = _trips(s, self.known)
             if n is None:     # bounds the analysis cannot size (a conv window): never cut,
                 n = 1         # and the loops around it sized as if it were short
-            return max(1, -(-n // LANES)) * inner if s.reduction else n * inner
+            return max(1, -(-n // lanes())) * inner if s.reduction else n * inner
         if isinstance(s, Seq):
             return sum(self.count(x) for x in s.stmts)
         if isinstance(s, IfThenElse):
@@ -228,7 +240,7 @@ class _Cascade:
         n = _trips(s, self.known)
         if n is None:
             return self._remake(s, body)
-        per = -(-n // LANES) if s.reduction else n
+        per = -(-n // lanes()) if s.reduction else n
         if per * c <= limit or not cut or not self._can_cut(body):
             return self._remake(s, body)
         if c > limit // 2:                  # a big body: its own partial
@@ -237,7 +249,7 @@ class _Cascade:
             if per <= limit:
                 return self._remake(s, body)
         chunk = max(1, limit // c)
-        chunk = max(chunk * LANES, VECTOR_CHUNK) if s.reduction else chunk
+        chunk = max(chunk * lanes(), VECTOR_CHUNK) if s.reduction else chunk
         if chunk >= n:
             return self._remake(s, body)
         return self._chunked(s, body, chunk)

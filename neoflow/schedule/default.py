@@ -6,8 +6,10 @@ Per stage:
   parallel loop, as few as give PARALLEL_MIN_CHUNKS iterations (the others
   stay serial, where loop partitioning can cut them);
 * a reduction whose output has a unit-stride axis that some operand reads
-  contiguously (matmul's j, conv's w): register blocking -- a tile of up
-  to 12 SIMD vectors of outputs (e.g. 6 rows x 2 vectors) accumulates in
+  contiguously (matmul's j, conv's w): register blocking -- a tile of as
+  many SIMD vectors of outputs as the target's registers allow (AVX2's 16:
+  12, e.g. 6 rows x 2 vectors of 8 floats; AVX-512's 32: 28, 14 rows x 2
+  vectors of 16; toolchain/target.py says which) accumulates in
   a local array while the reduce loops run between the outer tile loops
   and the tile itself; the rows come from an axis that contiguous operand
   does not depend on (matmul's i, conv's output channel), so each of its
@@ -55,14 +57,15 @@ import os
 from ..te.arith import conjuncts, free_vars, linear_form
 from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.visit import children, post_order, reads
+from ..toolchain.target import target as simd_target
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
 from .delinearize import alias_source
 from .split_reduce import apply_split
 from .stage import Stage
 
-VECTOR_BYTES = 32        # AVX2
-ACCUMULATORS = 12        # vector registers a register tile may hold (of 16)
+REGISTER_RESERVE = 4     # vector registers a register tile leaves to operands and broadcasts
+                         # (of AVX2's 16: 12 accumulators; of AVX-512's 32: 28)
 TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
 PARALLEL_MIN_WORK = 1 << 15          # work (points x reduce points x _point_cost) below
 PARALLEL_MIN_WORK_PASSIVE = 1 << 21  # which a stage runs on one thread; larger when OpenMP
@@ -76,10 +79,22 @@ WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises acr
 PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel on its own
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
+COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
+                                # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
-CHANNEL_TILE_ROWS = 5     # output points of a channel-blocked tile (x 2 vectors: 10 accumulators);
-                          # measured on the ResNet-18 3x3 convs at batch 8: 99-126 GFLOP/s,
-                          # against 70-95 with 4, 6 or 7 rows (7 x 2 vectors spill)
+# Channel-blocked tiles by the target's vector registers: (vectors of channels,
+# candidate output points); of the candidates the one that leaves the fewest
+# tails along the row axis (the first on a tie).
+# 16 registers (AVX2): 2 vectors x 5 points, 10 accumulators -- measured on the
+# ResNet-18 3x3 convs at batch 8: 99-126 GFLOP/s, against 70-95 with 4, 6 or 7
+# points (7 x 2 vectors spill). 32 (AVX-512, 16-float vectors), one Sapphire
+# Rapids core, loaded, 1 x 5 against 2 x 8 (or 7): conv2d 3x3 64ch 56x56 104-111
+# against 90-100, conv3d 64ch 4x14x14 116 against 101, CapsNet's 9x9/2 input
+# gradient 44 against 32, conv_transpose2d 128->64ch 82 against 73; but
+# conv_transpose2d's weight gradient 69 against 79 and a 3x3/2 input gradient
+# 61 against 72 (no rule found that tells them apart; the search tries both).
+# 12-14 points by 2 vectors were slower than 8 everywhere.
+CHANNEL_TILES = {16: (2, (5,)), 32: (1, (5,))}
 
 
 GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
@@ -100,7 +115,8 @@ def default_config(kernel, target="cpu"):
     stages = [Stage(t) for t in kernel.stages]
     if target == "cuda":
         return Config([gpu_stage_config(st) for st in stages], _gpu_params(stages))
-    configs = [_stage_default(st) for st in stages]
+    simd = simd_target()
+    configs = [_stage_default(st, simd) for st in stages]
     _chain_sharing_stages(stages, configs, kernel.inputs)
     for n, (st, sc) in enumerate(zip(stages, configs)):   # schedule/split_reduce.py
         if not (n + 1 < len(configs) and configs[n + 1].compute_at):
@@ -220,23 +236,25 @@ def _index_key(index, axes, last, shift):
     return (const, frozenset((axes.get(id(v), id(v)), c) for v, c in form.terms.items()))
 
 
-def _stage_default(st):
-    lanes = max(1, VECTOR_BYTES // _itemsize(st.tensor.dtype))
+def _stage_default(st, simd):
+    lanes = simd.lanes(st.tensor.dtype)
+    registers = simd.vector_registers
     work = math.prod(a.extent for a in st.spatial + st.reduce_axes) * _point_cost(st)
     if st.reduction is None:
         sc = _elementwise(st)
     else:
         v = _vector_axis(st)
-        channels = None if _flattened_contraction(st, v) else _channel_panel(st, v, lanes)
+        channels = None if _flattened_contraction(st, v) else _channel_panel(st, v, lanes,
+                                                                             registers)
         transposed = _transposed_panel(st, lanes) if v is None else None
         if channels is not None:
-            sc = _channel_blocked(st, channels, lanes)
+            sc = _channel_blocked(st, channels, lanes, registers)
         elif transposed is not None:
-            sc = _blocked(st, len(st.spatial) - 1, lanes, packed=transposed)
+            sc = _blocked(st, len(st.spatial) - 1, lanes, registers, packed=transposed)
         elif v is None and _small_window(st, lanes):
-            sc = _blocked(st, len(st.spatial) - 1, lanes)
+            sc = _blocked(st, len(st.spatial) - 1, lanes, registers)
         else:
-            sc = _blocked(st, v, lanes) if v is not None else _rowwise(st)
+            sc = _blocked(st, v, lanes, registers) if v is not None else _rowwise(st)
         sc.pad = list(range(len(st.paddable)))
     if work < parallel_min_work():
         sc.parallel = 0
@@ -374,21 +392,59 @@ def _row_axis(st, v, packed=None):
     return best
 
 
-def _register_tile(v_extent, u_extent, lanes):
-    """(columns, rows) of the register tile: at most ACCUMULATORS vectors, as
-    many as fit, two vectors per row if that costs little, few tails (a
-    partial tile runs a slower exact path: counted as TAIL_COST tiles).
+def accumulators(registers):
+    """Vector registers a register tile may fill on a target with `registers`.
+
+    >>> accumulators(16), accumulators(32)
+    (12, 28)
+    """
+    return registers - REGISTER_RESERVE
+
+
+def channel_tile(registers, extent):
+    """(vectors of channels, output points) of a channel-blocked tile on a
+    target with `registers` vector registers, along a row axis of `extent`
+    points (see CHANNEL_TILES).
+
+    >>> channel_tile(16, 56), channel_tile(32, 56), channel_tile(32, 3)
+    ((2, 5), (1, 5), (1, 3))
+    """
+    vectors, candidates = CHANNEL_TILES.get(registers) or (
+        2, (max(1, accumulators(registers) // 2 - 1),))
+    rows = min(candidates, key=lambda r: _tail_cost(extent, r))
+    return vectors, min(rows, extent)
+
+
+def _tail_cost(extent, f):
+    """Time per element of `extent` elements cut into tiles of `f`, relative to
+    whole tiles (a partial tile runs a slower exact path: TAIL_COST tiles).
+
+    >>> _tail_cost(56, 8), _tail_cost(14, 8) > 1
+    (1.0, True)
+    """
+    return (extent // f + TAIL_COST * (extent % f > 0)) * f / extent
+
+
+def _register_tile(v_extent, u_extent, lanes, registers=16):
+    """(columns, rows) of the register tile: at most `accumulators(registers)`
+    vectors, as many as fit, two vectors per row if that costs little, few
+    tails (a partial tile runs a slower exact path: counted as TAIL_COST tiles).
+    With AVX-512's 32 registers, 14 rows x 2 vectors of 16 floats (one
+    Sapphire Rapids core, loaded: matmul 512 86-88 GFLOP/s, against 87 for
+    7 x 4 and 83 for 9 x 3; matmul 1024, rows first, 64-66 against 59 and
+    49; AVX2's 6 x 2 vectors of 8: 49-58 on both).
 
     >>> _register_tile(1024, 1024, 8), _register_tile(56, 64, 8)
     ((16, 6), (8, 8))
+    >>> _register_tile(1024, 1024, 16, registers=32)
+    (32, 14)
     """
-    def cost(extent, f):  # time per element relative to whole tiles
-        return (extent // f + TAIL_COST * (extent % f > 0)) * f / extent
-
+    cost = _tail_cost
+    budget = accumulators(registers)
     best = None
     for vectors in (2, 1):
         cols = min(vectors * lanes, v_extent)
-        for rows in range(1, min(ACCUMULATORS // vectors, u_extent) + 1):
+        for rows in range(1, min(budget // vectors, u_extent) + 1):
             score = vectors * rows * (1.05 if vectors == 2 else 1.0) / (
                 cost(v_extent, cols) * cost(u_extent, rows))
             if best is None or score > best[0] + 1e-9:
@@ -396,7 +452,7 @@ def _register_tile(v_extent, u_extent, lanes):
     return best[1], best[2]
 
 
-def _blocked(st, v, lanes, packed=None):
+def _blocked(st, v, lanes, registers, packed=None):
     """Register blocking along spatial axis v (see the module docstring);
     `packed`: the operands (numbers into st.packable) that must be packed to
     stream along v."""
@@ -405,7 +461,7 @@ def _blocked(st, v, lanes, packed=None):
     u = _row_axis(st, v, packed)
     su = None if u is None else f"s{u}"
     vf, uf = _register_tile(st.spatial[v].extent, 1 if u is None else st.spatial[u].extent,
-                            lanes)
+                            lanes, registers)
     if vf < st.spatial[v].extent:
         tile[sv] = [vf]
     if u is None or uf == 1:
@@ -453,9 +509,20 @@ def _columns_first(st, tile, sv, su, pack):
     least PANEL_LOOP_MIN column tiles that loop alone runs in parallel, and
     each panel is then packed at the top of its iteration, right before the
     row tiles read it (schedule/lower.py): 5-14% faster again on the
-    MI-LSTM and LLTM denses."""
-    return (su is not None and bool(tile[sv]) and st.extent(sv) > st.extent(su)
-            and any(st.packable[n][1] == sv for n in pack))
+    MI-LSTM and LLTM denses. As many columns as rows (a square GEMM) go
+    first too when that operand outgrows COLUMNS_FIRST_BYTES: rows first
+    stream all of it from L3 for every row tile, columns first keep one
+    panel in L2 for all of them (matmul 1024 on one Sapphire Rapids core:
+    78 GFLOP/s against 59)."""
+    if su is None or not tile[sv] or st.extent(sv) < st.extent(su):
+        return False
+    packed = [n for n in pack if st.packable[n][1] == sv]
+    return bool(packed) and (st.extent(sv) > st.extent(su) or any(
+        _bytes(st.packable[n][0]) > COLUMNS_FIRST_BYTES for n in packed))
+
+
+def _bytes(tensor):
+    return math.prod(tensor.shape) * _itemsize(tensor.dtype)
 
 
 def _panels(st, v, tile, u):
@@ -484,12 +551,13 @@ def _row_panels(st, v, tile, su):
     return [n for n, (_, axis, _) in enumerate(st.packable) if axis == su]
 
 
-def _channel_panel(st, v, lanes):
+def _channel_panel(st, v, lanes, registers):
     """For a convolution-like reduction (a window, or a 1x1 conv over a small
     image) whose contiguous axis is short or missing (v None: a strided conv reads no
     operand contiguously), the packable operand to vectorise across
     instead -- the weights along the output channels -- as its number in
-    `st.packable`, when that axis fills whole pairs of vectors and other
+    `st.packable`, when that axis fills whole channel tiles (`channel_tile`'s
+    vectors: pairs on AVX2) and other
     output points share the panel (not a batch norm's per-channel sums);
     else None."""
     if math.prod(a.extent for a in st.reduce_axes) < 2 * lanes or (
@@ -497,28 +565,29 @@ def _channel_panel(st, v, lanes):
             else len(st.reduce_axes) < 2):   # no window: a dense layer, packed transposed
         return None
     last = f"s{len(st.spatial) - 1}"
+    width = channel_tile(registers, 1)[0]
     fits = [n for n, (t, axis, _) in enumerate(st.packable)
-            if axis != last and st.extent(axis) % (2 * lanes) == 0 and _reuse(st, axis) > 1]
+            if axis != last and st.extent(axis) % (width * lanes) == 0 and _reuse(st, axis) > 1]
     # the widest axis: the channels, not a batch that also divides into vectors
     return max(fits, key=lambda n: st.extent(st.packable[n][1]), default=None)
 
 
-def _channel_blocked(st, n, lanes):
-    """Register tile: two vectors of the packed operand's axis (channels) by
-    CHANNEL_TILE_ROWS points of a row axis -- the last one, unless the reduction's
-    `where=` range depends on it (a strided conv's input gradient), then the
-    widest one it does not depend on -- reduce loops outside the tile. Every
+def _channel_blocked(st, n, lanes, registers):
+    """Register tile: a vector or two of the packed operand's axis (channels)
+    by a few points of a row axis (`channel_tile`) -- the last one, unless
+    the reduction's `where=` range depends on it (a strided conv's input
+    gradient), then the widest one it does not depend on -- reduce loops
+    outside the tile. Every
     operand packable along the channels is packed (a weight shared by two
     applications, as a GAN's discriminator on real and fake images, has a
     gradient summing two products: unpacked, the second reads strided
     vectors, 4x slower)."""
     tensor, sc_axis, _ = st.packable[n]
     tile = _unsplit(st)
-    tile[sc_axis] = [2 * lanes]
     sv = _channel_rows(st, sc_axis)
-    rows = 1
+    vectors, rows = channel_tile(registers, 1 if sv is None else st.extent(sv))
+    tile[sc_axis] = [vectors * lanes]
     if sv is not None:
-        rows = min(CHANNEL_TILE_ROWS, st.extent(sv))
         if rows < st.extent(sv):
             tile[sv] = [rows]
     outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]

@@ -1,10 +1,12 @@
 """schedule/space: the valid schedules of a kernel, to sample or enumerate.
 
 Per stage the space is: split factors per axis (up to two levels, divisors
-and -- when sampling -- factors that leave tails), any interleaving of the
-loops that keeps each axis' loops outer to inner, a vectorised axis (its
-innermost loop moved innermost), a parallel prefix of spatial loops, unroll
-factors, the local accumulator on or off, which packable inputs are
+and -- when sampling -- factors that leave tails, two of the target's
+vectors among them), any interleaving of the loops that keeps each axis'
+loops outer to inner, a vectorised axis (its innermost loop moved
+innermost), a parallel prefix of spatial loops, unroll factors (up to 16
+where the target has 32 vector registers for taller register tiles), the
+local accumulator on or off, which packable inputs are
 copied into panels (and which paddable ones zero-padded) first, and --
 across stages, when sampling -- whether a stage is computed at the one
 before it (where that is legal), and whether a long sum runs as parallel
@@ -23,11 +25,13 @@ import random
 from .config import (MAX_ACCUMULATOR, Config, ConfigError, StageConfig, accumulator_size,
                      compute_at_problem, level_names, validate, validate_stage)
 from .default import default_config
+from ..toolchain.target import target
 from .split_reduce import sample_split
 from .stage import Stage
 
 SAMPLE_TRIES = 200
 _SMALL = (2, 3, 4, 5, 7, 8, 16)
+UNROLLS = {16: (2, 4, 8), 32: (2, 4, 8, 16)}   # by the target's vector registers
 
 
 def config_space(kernel):
@@ -102,11 +106,11 @@ def _divisors(n, limit=64):
     return [f for f in range(2, min(n, limit) + 1) if n % f == 0 and f < n]
 
 
-def _sample_factors(rng, extent):
+def _sample_factors(rng, extent, small=_SMALL):
     count = rng.choices((0, 1, 2), weights=(7, 10, 3))[0]
     factors, left = [], extent
     for _ in range(count):
-        options = sorted(set(_divisors(left) + [f for f in _SMALL if f < left]))
+        options = sorted(set(_divisors(left) + [f for f in small if f < left]))
         if not options:
             break
         f = rng.choice(options)
@@ -125,7 +129,9 @@ def _interleave(rng, st, tile):
 
 
 def _sample_stage(st, rng):
-    tile = {a: _sample_factors(rng, st.extent(a)) for a in st.axis_names}
+    simd = target()
+    small = _SMALL + (2 * simd.lanes(st.tensor.dtype),)
+    tile = {a: _sample_factors(rng, st.extent(a), small) for a in st.axis_names}
     order = _interleave(rng, st, tile)
     spatial = [a for a in st.axis_names if a.startswith("s")]
     vectorize = None
@@ -144,7 +150,8 @@ def _sample_stage(st, rng):
         prefix = min(prefix, len(order) - 1)
     parallel = rng.randint(0, prefix) if prefix else 0
     serial = [lv for lv in order[parallel:] if vectorize is None or lv != order[-1]]
-    unroll = {rng.choice(serial): rng.choice((2, 4, 8))} if serial and rng.random() < 0.3 else {}
+    unrolls = UNROLLS.get(simd.vector_registers, UNROLLS[16])
+    unroll = {rng.choice(serial): rng.choice(unrolls)} if serial and rng.random() < 0.3 else {}
     pack = [n for n, (_, axis, _) in enumerate(st.packable)
             if tile[axis] and rng.random() < 0.3]
     pad = [n for n in range(len(st.paddable)) if rng.random() < 0.5]

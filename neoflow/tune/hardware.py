@@ -1,5 +1,7 @@
 """tune/hardware: what this machine offers a kernel -- cores, SIMD width,
-cache sizes -- read from /proc/cpuinfo and sysfs, and a fingerprint of it.
+cache sizes -- read from /proc/cpuinfo and sysfs (the SIMD width and FMA
+from toolchain/target.py: what kernels are generated for, NEOFLOW_VECTOR_BYTES
+included), and a fingerprint of it.
 
 The search prunes schedules with these figures (tune/prune.py) and the
 tuning database keys records by the fingerprint, so a schedule tuned on one
@@ -102,18 +104,17 @@ def detect(threads=None):
     >>> detect(threads=3).threads
     3
     """
+    from ..toolchain.target import target
     return _detect(omp_threads() if threads is None else int(threads),
-                   os.environ.get(TAG_ENV, ""))
+                   os.environ.get(TAG_ENV, ""), target())
 
 
 @functools.lru_cache(maxsize=None)
-def _detect(threads, tag):
+def _detect(threads, tag, simd):
     info = _cpuinfo()
-    flags = set(info.get("flags", info.get("Features", "")).split())
     caches = _caches()
     compiler, build_flags = _toolchain()
-    return Hardware(cores=_cores(), simd_bytes=_simd_bytes(flags, platform.machine()),
-                    fma="fma" in flags or "asimd" in flags,
+    return Hardware(cores=_cores(), simd_bytes=simd.vector_bytes, fma=simd.fma,
                     l1=caches.get(1, _DEFAULT_CACHES[1]), l2=caches.get(2, _DEFAULT_CACHES[2]),
                     l3=caches.get(3, _DEFAULT_CACHES[3]),
                     model=info.get("model name", platform.processor() or "unknown").strip(),
@@ -164,16 +165,6 @@ def _cpuinfo():
             k, v = line.split(":", 1)
             out.setdefault(k.strip(), v.strip())
     return out
-
-
-def _simd_bytes(flags, arch):
-    if "avx512f" in flags:
-        return 64
-    if "avx2" in flags or "avx" in flags:
-        return 32
-    if flags & {"sse2", "asimd", "neon"} or arch in ("x86_64", "aarch64", "arm64"):
-        return 16
-    return 8
 
 
 def _caches():

@@ -33,6 +33,7 @@ def test_malformed_config_data():
         Config.from_dict({"stages": [{"order": []}]})
 
 
+@pytest.mark.usefixtures("avx2")
 def test_default_matmul_is_register_blocked():
     sc = default_config(kernel_of(matmul(1024, 1024, 1024))).stages[0]
     assert sc.cache_write and sc.vectorize == "s1" and sc.parallel >= 1

@@ -28,6 +28,7 @@ def test_default_gemm_packs_both_operands():
     np.testing.assert_allclose(f(av, bv), av @ bv, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_default_dense_packs_its_transposed_weight():
     # y[b, j] = sum_k x[b, k] * W[j, k]: no operand is contiguous along j until W is packed
     x, w = nf.placeholder((10, 96), name="x"), nf.placeholder((70, 96), name="w")
@@ -41,6 +42,7 @@ def test_default_dense_packs_its_transposed_weight():
     np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_default_gemm_splits_columns_among_threads_when_b_outgrows_a():
     # N > M: each thread takes a range of column tiles (the panels it packed),
     # with 8 tiles or more the panel loop alone; N <= M: a range of row tiles
@@ -56,6 +58,7 @@ def test_default_gemm_splits_columns_among_threads_when_b_outgrows_a():
         np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_panels_packed_one_at_a_time_inside_the_panel_loop():
     # the panel loop outermost and alone in parallel: each iteration packs its
     # panel (a partial last one padded with zeros), GEMM's B and dense's W alike
@@ -92,6 +95,7 @@ def test_default_parallelises_small_stages_heavy_with_transcendentals(monkeypatc
     np.testing.assert_allclose(f(av), nf.evaluate(heavy, {a: av}), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_transposed_panels_are_copied_in_8x8_blocks_when_the_sizes_allow():
     # W[j, k] into P[j // 16, k, j % 16]: 8x8 blocks copied transposed; sizes
     # that are not multiples of the block fall back to the element loop
@@ -107,6 +111,7 @@ def test_transposed_panels_are_copied_in_8x8_blocks_when_the_sizes_allow():
         np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_transposed_panels_of_an_operand_with_a_dimension_before_the_packed_one():
     # y[i, j] = sum_{r, k} x[i, r, k] * w[r, j, k]: w packed along j, its dimension 1 of 3
     x, w = nf.placeholder((10, 3, 24), name="x"), nf.placeholder((3, 32, 24), name="w")
@@ -120,6 +125,7 @@ def test_transposed_panels_of_an_operand_with_a_dimension_before_the_packed_one(
                                atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_default_conv_pads_and_blocks_output_channels():
     x, w = nf.placeholder((2, 8, 9, 9), name="x"), nf.placeholder((16, 8, 3, 3), name="w")
     y = nf.nn.conv2d(x, w, padding=1)

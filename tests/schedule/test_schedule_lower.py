@@ -4,6 +4,7 @@ import ctypes
 import re
 
 import numpy as np
+import pytest
 
 import neoflow as nf
 from neoflow.toolchain import compile_c
@@ -91,6 +92,7 @@ def test_multi_stage_kernel_keeps_intermediates_local():
     np.testing.assert_allclose(out, nf.evaluate(sm, {x: xv}), rtol=1e-5)
 
 
+@pytest.mark.usefixtures("avx2")
 def test_padded_conv_interior_tiles_skip_the_padding_test():
     x = nf.placeholder((1, 8, 20, 20), name="x")
     w = nf.placeholder((8, 8, 3, 3), name="w")

@@ -34,7 +34,8 @@ def test_hardware_is_detected():
     assert HW.fingerprint != Hardware(**{**HW.__dict__, "cores": 8}).fingerprint
 
 
-def test_pruning_drops_much_and_keeps_the_default():
+def test_pruning_drops_much_and_keeps_the_default(monkeypatch):
+    monkeypatch.setenv("NEOFLOW_VECTOR_BYTES", "32")   # HW is an AVX2 machine: its schedules
     kernel = big_matmul()
     report = prune_report(kernel, HW, samples=200)
     assert report["pruned_fraction"] > 0.5
@@ -42,7 +43,8 @@ def test_pruning_drops_much_and_keeps_the_default():
     assert Pruner(kernel, HW).reject(default_config(kernel)) is None
 
 
-def test_pruning_reasons_name_the_rule():
+def test_pruning_reasons_name_the_rule(monkeypatch):
+    monkeypatch.setenv("NEOFLOW_VECTOR_BYTES", "32")   # HW is an AVX2 machine: its schedules
     kernel = big_matmul()
     config = default_config(kernel)
     pruner = Pruner(kernel, HW)

@@ -84,14 +84,18 @@ _REDUCTIONS = "".join(
     for op in ("max", "min")) + "\n"
 
 # Vector types as wide as the target's SIMD registers (codegen/c/simd.py):
-# unaligned, and allowed to alias the scalar arrays they are read from.
+# unaligned, and allowed to alias the scalar arrays they are read from. The
+# printer defines NF_VBYTES first (toolchain/target.py's width, the one the
+# schedules were made for); the macros below stand in for C built without it.
 _VECTORS = """\
+#ifndef NF_VBYTES
 #if defined(__AVX512F__)
 #define NF_VBYTES 64
 #elif defined(__AVX__)
 #define NF_VBYTES 32
 #else
 #define NF_VBYTES 16
+#endif
 #endif
 #define NF_LANES_F32 (NF_VBYTES / 4)
 #define NF_LANES_F64 (NF_VBYTES / 8)

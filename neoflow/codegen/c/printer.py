@@ -32,7 +32,7 @@ from ...te import dtype as dt
 from ...te.expr import Binary, Cast, Const, IterVar, Select, Unary
 from ...te.random import Random
 from .prelude import PRELUDE
-from .simd import print_simd, simd_plan
+from .simd import print_simd, simd_plan, vector_width
 
 ENTRY = "nf_main"
 TABLE = "nf_kernel_table"
@@ -58,7 +58,7 @@ def generate_c(program, aliased=()):
     >>> "int64_t nf_main(" in src
     True
     """
-    parts = [PRELUDE]
+    parts = [vector_width(), PRELUDE]
     for n, func in enumerate(program.kernels):
         parts.append(_Function().kernel(func, n, restrict=n not in aliased))
     parts.append(_Function().entry(program, static_kernels=True))
@@ -74,7 +74,7 @@ def generate_entry(program):
     >>> "nf_kernel_table[2]" in generate_entry(program)        # doctest: +SKIP
     True
     """
-    return "\n".join([PRELUDE, _Function().entry(program, static_kernels=False)])
+    return "\n".join([vector_width(), PRELUDE, _Function().entry(program, static_kernels=False)])
 
 
 def comment_safe(text):

@@ -4,8 +4,11 @@ A `vectorized` loop whose body is stores of float arithmetic (+ - * /,
 negation, constants) over loads that either step by one element with the
 loop variable (contiguous) or do not move with it (broadcast) is printed
 with GCC vector types (the prelude's nf_vf32 / nf_vf64, as wide as the
-target's SIMD registers): a main loop over whole vectors, then the scalar
-loop for the remainder. Each element sees the same operations in the same
+target's SIMD registers: `vector_width`, from toolchain/target.py): a main
+loop over whole vectors, then the scalar loop for the remainder. Explicit
+vector types keep their width where the compiler's own vectoriser would
+not (GCC tunes AVX-512 cores for 256-bit loops; the 64-byte types still
+compile to zmm registers, tests/codegen/test_wide_vectors.py). Each element sees the same operations in the same
 order as in the scalar loop, so results are bit-identical; what changes is
 that the compiler no longer has to discover the vectors -- a register tile
 of accumulators (a stack array read and written through vector pointers)
@@ -13,16 +16,28 @@ then stays in registers across the reduction loop around it, whatever the
 operands' strides. Any other loop body (calls, selects, casts, gathers,
 inner loops) keeps the scalar form with `#pragma GCC ivdep`.
 
-Hands on: `simd_plan` (None: print scalar) and `print_simd` for the printer.
+Hands on: `simd_plan` (None: print scalar), `print_simd` and
+`vector_width` for the printer.
 """
 from ...schedule.loop_ir import CDiv, Let, Load, Seq, Store
 from ...te.expr import Binary, Cast, Const, IterVar, Unary
+from ...toolchain.target import target
 
 VECTOR_TYPES = {"float32": "nf_vf32", "float64": "nf_vf64"}
 LANES = {"float32": "NF_LANES_F32", "float64": "NF_LANES_F64"}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _UNROLL = 8
 MIN_EXTENT = 16     # a shorter constant loop holds no whole vector on some targets: scalar
+
+
+def vector_width():
+    """The line that sets the prelude's vector width (NF_VBYTES) to the
+    target's (toolchain/target.py), the width the schedules were made for.
+
+    >>> vector_width()                    # doctest: +SKIP
+    '#define NF_VBYTES 64\\n'
+    """
+    return f"#define NF_VBYTES {target().vector_bytes}\n"
 
 
 def simd_plan(loop):

@@ -1,0 +1,166 @@
+"""The SIMD target (toolchain/target.py): found from the compiler, overridden
+by NEOFLOW_VECTOR_BYTES, and what the schedules make of it -- register tiles
+within the target's register budget, tuning records kept apart per width."""
+import os
+import subprocess
+
+import pytest
+
+import neoflow as nf
+from neoflow.errors import NeoFlowError
+from neoflow.graph import kernels_for
+from neoflow.schedule import default_config, sample_config
+from neoflow.schedule.default import _register_tile, accumulators, channel_tile
+from neoflow.toolchain.compiler import compile_flags, find_compiler
+from neoflow.toolchain.target import ENV, Target, _from_macros, native_target, target
+from neoflow.tune.hardware import detect
+
+
+@pytest.fixture
+def width(monkeypatch):
+    """Set NEOFLOW_VECTOR_BYTES for one test: width("32")."""
+    return lambda w: monkeypatch.setenv(ENV, w)
+
+
+def _predefined(macro):
+    cc = find_compiler()
+    flags = [f for f in compile_flags(cc, openmp=False, sanitize=False) if f != "-shared"]
+    out = subprocess.run([cc.path, *flags, "-dM", "-E", "-x", "c", os.devnull],
+                         capture_output=True, text=True, check=True).stdout
+    return f"#define {macro} " in out
+
+
+def test_native_target_is_what_the_compiler_builds_for(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    t = target()
+    assert t == native_target() and not t.overridden
+    if _predefined("__AVX512F__"):
+        assert (t.vector_bytes, t.vector_registers) == (64, 32)
+    elif _predefined("__AVX__"):
+        assert (t.vector_bytes, t.vector_registers) == (32, 16)
+    else:
+        assert t.vector_bytes == 16
+    assert t.fma == (_predefined("__FMA__") or _predefined("__ARM_FEATURE_FMA"))
+
+
+def test_cpu_flags_agree_with_the_detected_width(monkeypatch):
+    """On x86 Linux, with -march=native: the kernel's avx512f/avx flags."""
+    monkeypatch.delenv(ENV, raising=False)
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo")
+    flags = set(text.split("\n\n")[0].split())
+    if not {"sse2", "avx", "avx512f"} & flags or "-march=native" not in compile_flags(
+            find_compiler(), openmp=False, sanitize=False):
+        pytest.skip("not an x86 CPU built for with -march=native")
+    expected = 64 if "avx512f" in flags else 32 if "avx" in flags else 16
+    assert target().vector_bytes == expected
+
+
+@pytest.mark.parametrize("macros, expected", [
+    ({"__AVX512F__", "__AVX2__", "__AVX__", "__FMA__"}, Target(64, 32, True)),
+    ({"__AVX2__", "__AVX__", "__FMA__"}, Target(32, 16, True)),
+    ({"__AVX__"}, Target(32, 16, False)),
+    ({"__ARM_NEON", "__ARM_FEATURE_FMA"}, Target(16, 32, True)),
+    ({"__SSE2__"}, Target(16, 16, False)),
+])
+def test_levels_from_predefined_macros(macros, expected):
+    assert _from_macros(macros) == expected
+
+
+def test_override_sets_width_and_registers(width):
+    width("32")
+    t = target()
+    assert (t.vector_bytes, t.vector_registers, t.lanes("float32"), t.lanes("float64")) == (
+        32, 16, 8, 4)
+    assert t.overridden == (native_target().vector_bytes != 32)
+    width("64")
+    assert (target().vector_bytes, target().vector_registers, target().lanes("float32")) == (
+        64, 32, 16)
+    assert target().auto_lanes("float32") == 8     # the compiler's own loops stay 256-bit
+    width("16")
+    assert (target().vector_bytes, target().auto_lanes("float32")) == (16, 4)
+
+
+@pytest.mark.parametrize("bad", ["48", "avx512", "0"])
+def test_bad_override_is_a_clear_error(width, bad):
+    width(bad)
+    with pytest.raises(NeoFlowError, match=f"{ENV}='{bad}'.*16, 32 or 64"):
+        target()
+
+
+@pytest.mark.parametrize("lanes, registers", [(8, 16), (16, 32), (4, 16)])
+def test_register_tiles_fit_the_register_budget(lanes, registers):
+    budget = accumulators(registers)
+    for v in (1, 3, 7, 8, 15, 16, 17, 33, 56, 64, 100, 1024):
+        for u in (1, 2, 5, 6, 13, 14, 29, 64, 1024):
+            cols, rows = _register_tile(v, u, lanes, registers)
+            vectors = -(-cols // lanes)
+            assert 1 <= rows <= u and 1 <= cols <= v and vectors * rows <= budget, (v, u)
+    for e in (1, 3, 5, 7, 14, 16, 28, 56, 112):
+        vectors, rows = channel_tile(registers, e)
+        assert 1 <= rows <= e and vectors * rows <= budget
+
+
+def _matmul(m, k, n):
+    a, b = nf.placeholder((m, k), name="a"), nf.placeholder((k, n), name="b")
+    r = nf.reduce_axis(k, name="r")
+    return nf.compute((m, n), lambda i, j: nf.sum(a[i, r] * b[r, j], axis=r), name="c")
+
+
+def _conv(cin, cout, size):
+    x = nf.placeholder((2, cin, size, size), name="x")
+    w = nf.placeholder((cout, cin, 3, 3), name="w")
+    return nf.nn.conv2d(x, w, padding=1)
+
+
+@pytest.mark.parametrize("bytes_, cols, rows", [("32", 16, 6), ("64", 32, 14)])
+def test_default_matmul_tile_follows_the_target(width, bytes_, cols, rows):
+    width(bytes_)
+    sc = default_config(kernels_for([_matmul(1024, 1024, 1024)])[-1]).stages[0]
+    assert sc.tile["s1"] == [cols] and sc.tile["s0"] == [rows] and sc.unroll == {"s0.1": rows}
+
+
+@pytest.mark.parametrize("bytes_, channels, rows", [("32", 16, 5), ("64", 16, 5)])
+def test_default_conv_channel_tile_follows_the_target(width, bytes_, channels, rows):
+    """Two vectors of 8 channels with AVX2, one of 16 with AVX-512."""
+    width(bytes_)
+    sc = default_config(kernels_for([_conv(64, 48, 56)])[-1]).stages[-1]
+    assert sc.tile["s1"] == [channels] and sc.vectorize == "s1"
+    assert sc.tile["s3"] == [rows] and sc.unroll == {"s3.1": rows}
+
+
+def test_search_space_samples_two_wide_vectors(width):
+    width("64")
+    kernel = kernels_for([_matmul(64, 96, 200)])[-1]
+    seen = {f for s in range(300) for fs in sample_config(kernel, s).stages[0].tile.values()
+            for f in fs}
+    assert 32 in seen      # two 16-float vectors, not a divisor of 200 nor among the small ones
+
+
+def test_tuning_records_are_kept_apart_per_width(width):
+    width("32")
+    narrow = detect()
+    width("64")
+    wide = detect()
+    assert (narrow.simd_bytes, wide.simd_bytes) == (32, 64)
+    assert narrow.fingerprint != wide.fingerprint
+    assert (narrow.vector_registers, wide.vector_registers) == (16, 32)
+
+
+def test_detection_is_kept_in_the_kernel_cache(monkeypatch, tmp_path):
+    """The first process asks the compiler and records the answer as a passed
+    probe; the next reads it back (the same Target) without the compiler."""
+    import neoflow.toolchain.target as target_module
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("NEOFLOW_CACHE_DIR", str(tmp_path))
+    native_target.cache_clear()
+    try:
+        first = native_target()
+        assert list((tmp_path / "probes").iterdir())
+        native_target.cache_clear()
+        monkeypatch.setattr(target_module, "_macros", lambda *a: pytest.fail("compiler asked"))
+        assert native_target() == first
+    finally:
+        native_target.cache_clear()
