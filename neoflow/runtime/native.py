@@ -10,13 +10,15 @@ knows for it (else the default), are shared out among a few C files of
 about equal size (twice as many as cores: one compiler subprocess each, all
 at once from a thread pool); the step entry (`generate_entry`) calls kernel
 n through its table entry n, into which the address of kernel n's code --
-read from the table of the library that holds it -- is written. Kernels of
-equal structure and schedule (an unrolled recurrence's steps) are compiled
-once and share that address (`shared_kernels`).
+read from the table of the library that holds it -- is written. Each
+kernel's constant offsets into its arguments are passed with the pointers
+(`rebased`), so an unrolled recurrence's steps, which differ only in the
+row of a tensor they read, print the same C; kernels whose C is the same
+are compiled once and share that address (`shared_kernels`).
 
 Hot swap: `NativeStep.prepare(n, config)` (any thread) compiles kernel n
 under another schedule into a library of its own (the source the tuner
-measured, so usually a cache hit) with the same parameters;
+measured, rebased by kernel n's offsets) with the same parameters;
 `NativeStep.swap(candidate)` (the training thread, between two steps)
 writes its address into the table. Loaded libraries are never unloaded
 (build.library keeps them), so every address the table ever held stays
@@ -36,10 +38,12 @@ import numpy as np
 from .function import BuiltFunction
 from ..toolchain import CompiledLibrary, compile_c
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
+from ..codegen.c.printer import kernel_c
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
-from ..schedule.loop_ir import Load, Program, nodes
+from ..schedule.loop_ir import Program
 from ..schedule.lower import lower_kernel
+from ..schedule.rebase import argument_offsets, rebase
 from ..tune.database import best_configs
 
 
@@ -110,22 +114,30 @@ def translation_units(sizes, apart, count):
     return out
 
 
-def shared_kernels(kernels, configs, funcs, sides):
+def shared_kernels(texts, sides):
     """Per kernel, the index of the kernel whose compiled code it runs: the
-    first of equal structure (`Kernel.key`), schedule and side (`sides[n]`:
-    say, its aliasing and whether it is an update), unless its lowered code
-    `funcs[n]` has a checked read (numbered in the program: that code is its
-    own). An unrolled recurrence repeats its step's kernels: LLTM's 29
-    kernels are 18 distinct ones.
+    first whose C (`texts[n]`, `kernel_c` of its lowered code) is the same,
+    on the same side (`sides[n]`: say, whether it is an update). Equal text
+    is equal code, so a checked read (its site numbered program-wide) keeps
+    its kernel apart. An unrolled recurrence repeats its step's kernels once
+    their offsets into the tensors that hold every step are arguments
+    (`rebased`): LLTM's 29 kernels are 18 distinct ones.
 
-    >>> shared_kernels(kernels, configs, program.kernels, [False] * len(kernels))  # doctest: +SKIP
-    [0, 1, 2, 1, 2, 5]
+    >>> shared_kernels(["a", "b", "a", "a"], [False, False, False, True])
+    [0, 1, 0, 3]
     """
-    first, same = {}, []
-    for n, (kernel, config, func, side) in enumerate(zip(kernels, configs, funcs, sides)):
-        checked = any(isinstance(x, Load) and x.checks for x in nodes(func.body))
-        same.append(n if checked else first.setdefault((kernel.key, config.to_json(), side), n))
-    return same
+    first = {}
+    return [first.setdefault((text, side), n) for n, (text, side) in enumerate(zip(texts, sides))]
+
+
+def rebased(program):
+    """`program` with each kernel's constant offsets into its arguments
+    passed in with the pointers (`Program.offsets`), so kernels that differ
+    only in them (step t of a recurrence reading row t) print the same C."""
+    for n, func in enumerate(program.kernels):
+        program.offsets[n] = list(argument_offsets(func))
+        program.kernels[n] = rebase(func, program.offsets[n])
+    return program
 
 
 @dataclass
@@ -203,14 +215,14 @@ class NativeStep:
         outputs = [t for k in kernels for t in k.outputs]
         self._aliased = [any(np.may_share_memory(views[id(a)], views[id(b)])
                              for a in k.inputs for b in k.outputs) for k in kernels]
-        program = lower_program(kernels, self.configs, leaves, outputs)
+        program = rebased(lower_program(kernels, self.configs, leaves, outputs))
         self._sites_lock = threading.Lock()   # candidates number their checked reads in turn
         self._program = program
         updates = set(apart)
-        same = shared_kernels(kernels, self.configs, program.kernels,
-                              [(a, n in updates) for n, a in enumerate(self._aliased)])
+        texts = [kernel_c(f, not a) for f, a in zip(program.kernels, self._aliased)]
+        same = shared_kernels(texts, [n in updates for n in range(len(kernels))])
         unique = [n for n, m in enumerate(same) if m == n]    # each compiled once
-        sizes = [sum(1 for _ in nodes(program.kernels[n].body)) for n in unique]  # (not printed twice)
+        sizes = [len(texts[n]) for n in unique]
         groups = translation_units(sizes, [j for j, n in enumerate(unique) if n in updates],
                                    2 * (jobs or os.cpu_count() or 1))
         groups = [[unique[j] for j in g] for g in groups]
@@ -225,8 +237,9 @@ class NativeStep:
         self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(kernels)))
         self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])
-        self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data) for t in k.inputs + k.outputs]
-                      for k in kernels]
+        self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data + off * views[id(t)].itemsize)
+                       for t, off in zip(k.inputs + k.outputs, program.offsets[n])]
+                      for n, k in enumerate(kernels)]
         self._err = (ctypes.c_int64 * 2)()
         self._leaf_views = {t.name: views[id(t)] for t in leaves}
         self._calls = [None] * len(kernels)
@@ -266,6 +279,7 @@ class NativeStep:
         """
         with self._sites_lock:
             func = lower_kernel(self.kernels[index], config, self._program.sites)
+        func = rebase(func, self._program.offsets[index])
         return Candidate(index, config, compile_c(kernels_source([func], [self._aliased[index]])))
 
     def swap(self, candidate):
