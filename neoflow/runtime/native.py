@@ -8,7 +8,9 @@ reused across kernels and in-place updates receive their target's buffer as
 output. The kernels, each under the best schedule the tuning database
 knows for it (else the default), are shared out among a few C files of
 about equal size (twice as many as cores: one compiler subprocess each, all
-at once from a thread pool); the step entry (`generate_entry`) calls kernel
+at once from a thread pool, started in the background as soon as the C is
+printed -- the first step, profile or swap waits for them, so the trainer's
+own work until then overlaps them); the step entry (`generate_entry`) calls kernel
 n through its table entry n, into which the address of kernel n's code --
 read from the table of the library that holds it -- is written. Each
 kernel's constant offsets into its arguments are passed with the pointers
@@ -37,6 +39,7 @@ import numpy as np
 
 from .function import BuiltFunction
 from ..toolchain import CompiledLibrary, compile_c
+from ..toolchain.compiler import compile_flags, find_compiler
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..codegen.c.printer import kernel_c
 from ..graph import kernels_for
@@ -67,6 +70,26 @@ def compile_sources(sources, jobs=None):
     with ThreadPoolExecutor(workers) as pool:
         built = dict(zip(unique, pool.map(compile_c, unique)))
     return [built[s] for s in sources]
+
+
+def start_compile(sources, jobs=None):
+    """`compile_sources(sources, jobs)` started in a thread of its own; the
+    compiler and its flags are settled first, here, so a missing compiler is
+    reported at once. Hand the result to `await_libraries`.
+
+    >>> libraries = await_libraries(start_compile(["int f(void) { return 1; }"]))
+    """
+    compile_flags(find_compiler(), openmp=True, sanitize=False)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="neoflow-compile")
+    pending = pool.submit(compile_sources, sources, jobs)
+    pool.shutdown(wait=False)
+    return pending
+
+
+def await_libraries(pending):
+    """The loaded libraries of a `start_compile`, in order (waits for the
+    compilers; raises what they raised)."""
+    return pending.result()
 
 
 def kernels_source(funcs, aliased):
@@ -229,12 +252,8 @@ class NativeStep:
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)
-        libraries = compile_sources(sources + [entry_source], jobs)
-        entry_library = libraries.pop()
-        self._errors = BuiltFunction(outputs, False, leaves, outputs, kernels, self.configs,
-                                     program, entry_source, entry_library, None)
-        self._entry = entry_library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
-        self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(kernels)))
+        self._pending = start_compile(sources + [entry_source], jobs)
+        self._build = (groups, same, leaves, outputs, entry_source)
         self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])
         self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data + off * views[id(t)].itemsize)
@@ -244,6 +263,20 @@ class NativeStep:
         self._leaf_views = {t.name: views[id(t)] for t in leaves}
         self._calls = [None] * len(kernels)
         self._running = [None] * len(kernels)   # the Candidate each table entry points into
+
+    def _finish(self):
+        """Wait for the compilers started in __init__ and fill the kernel table
+        (on the first step, profile or swap: the caller's work until then --
+        the trainer's parameter initialisation, the first batch -- ran
+        while they compiled)."""
+        libraries = await_libraries(self._pending)
+        groups, same, leaves, outputs, entry_source = self._build
+        entry_library = libraries.pop()
+        self._errors = BuiltFunction(outputs, False, leaves, outputs, self.kernels, self.configs,
+                                     self._program, entry_source, entry_library, None)
+        self._entry = entry_library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
+        self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(self.kernels)))
+        self._pending = self._build = None
         for group, library in zip(groups, libraries):
             for slot, n in enumerate(group):
                 self._install(Candidate(n, self.configs[n], library, slot))
@@ -254,6 +287,8 @@ class NativeStep:
 
     def __call__(self):
         """Run one step."""
+        if self._pending is not None:
+            self._finish()
         if self._entry(self._pointers, self._err):
             self._raise()
 
@@ -262,6 +297,8 @@ class NativeStep:
 
         >>> seconds = step.profile()             # doctest: +SKIP
         """
+        if self._pending is not None:
+            self._finish()
         err, times = self._err, []
         for call, args in zip(self._calls, self._args):
             t0 = time.perf_counter()
@@ -289,6 +326,8 @@ class NativeStep:
 
         >>> old = step.swap(step.prepare(0, config))   # doctest: +SKIP
         """
+        if self._pending is not None:
+            self._finish()
         old = self._running[candidate.index]
         self._install(candidate)
         self.from_database[candidate.index] = False

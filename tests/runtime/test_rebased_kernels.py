@@ -102,9 +102,9 @@ def _losses(model, backend, steps=3, body=None):
     batch = model.make_batch(np.random.default_rng(5))
     with nf.Trainer(model.loss, nf.optim.SGD(0.05), backend=backend, database=False,
                     seed=2) as trainer:
+        losses = [trainer.step(batch) for _ in range(steps)]
         if body is not None:
             body(trainer)
-        losses = [trainer.step(batch) for _ in range(steps)]
         return losses, {k: v.copy() for k, v in trainer.parameters().items()}
 
 
