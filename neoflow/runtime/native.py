@@ -8,15 +8,19 @@ reused across kernels and in-place updates receive their target's buffer as
 output. The kernels, each under the best schedule the tuning database
 knows for it (else the default), are shared out among a few C files of
 about equal size (twice as many as cores: one compiler subprocess each, all
-at once from a thread pool); the step entry (`generate_entry`) calls kernel
+at once from a thread pool, started in the background as soon as the C is
+printed -- the first step, profile or swap waits for them, so the trainer's
+own work until then overlaps them); the step entry (`generate_entry`) calls kernel
 n through its table entry n, into which the address of kernel n's code --
-read from the table of the library that holds it -- is written. Kernels of
-equal structure and schedule (an unrolled recurrence's steps) are compiled
-once and share that address (`shared_kernels`).
+read from the table of the library that holds it -- is written. Each
+kernel's constant offsets into its arguments are passed with the pointers
+(`rebased`), so an unrolled recurrence's steps, which differ only in the
+row of a tensor they read, print the same C; kernels whose C is the same
+are compiled once and share that address (`shared_kernels`).
 
 Hot swap: `NativeStep.prepare(n, config)` (any thread) compiles kernel n
 under another schedule into a library of its own (the source the tuner
-measured, so usually a cache hit) with the same parameters;
+measured, rebased by kernel n's offsets) with the same parameters;
 `NativeStep.swap(candidate)` (the training thread, between two steps)
 writes its address into the table. Loaded libraries are never unloaded
 (build.library keeps them), so every address the table ever held stays
@@ -35,11 +39,14 @@ import numpy as np
 
 from .function import BuiltFunction
 from ..toolchain import CompiledLibrary, compile_c
+from ..toolchain.compiler import compile_flags, find_compiler
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
+from ..codegen.c.printer import kernel_c
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
-from ..schedule.loop_ir import Load, Program, nodes
+from ..schedule.loop_ir import Program
 from ..schedule.lower import lower_kernel
+from ..schedule.rebase import argument_offsets, rebase
 from ..tune.database import best_configs
 
 
@@ -63,6 +70,26 @@ def compile_sources(sources, jobs=None):
     with ThreadPoolExecutor(workers) as pool:
         built = dict(zip(unique, pool.map(compile_c, unique)))
     return [built[s] for s in sources]
+
+
+def start_compile(sources, jobs=None):
+    """`compile_sources(sources, jobs)` started in a thread of its own; the
+    compiler and its flags are settled first, here, so a missing compiler is
+    reported at once. Hand the result to `await_libraries`.
+
+    >>> libraries = await_libraries(start_compile(["int f(void) { return 1; }"]))
+    """
+    compile_flags(find_compiler(), openmp=True, sanitize=False)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="neoflow-compile")
+    pending = pool.submit(compile_sources, sources, jobs)
+    pool.shutdown(wait=False)
+    return pending
+
+
+def await_libraries(pending):
+    """The loaded libraries of a `start_compile`, in order (waits for the
+    compilers; raises what they raised)."""
+    return pending.result()
 
 
 def kernels_source(funcs, aliased):
@@ -110,22 +137,30 @@ def translation_units(sizes, apart, count):
     return out
 
 
-def shared_kernels(kernels, configs, funcs, sides):
+def shared_kernels(texts, sides):
     """Per kernel, the index of the kernel whose compiled code it runs: the
-    first of equal structure (`Kernel.key`), schedule and side (`sides[n]`:
-    say, its aliasing and whether it is an update), unless its lowered code
-    `funcs[n]` has a checked read (numbered in the program: that code is its
-    own). An unrolled recurrence repeats its step's kernels: LLTM's 29
-    kernels are 18 distinct ones.
+    first whose C (`texts[n]`, `kernel_c` of its lowered code) is the same,
+    on the same side (`sides[n]`: say, whether it is an update). Equal text
+    is equal code, so a checked read (its site numbered program-wide) keeps
+    its kernel apart. An unrolled recurrence repeats its step's kernels once
+    their offsets into the tensors that hold every step are arguments
+    (`rebased`): LLTM's 29 kernels compile as 12.
 
-    >>> shared_kernels(kernels, configs, program.kernels, [False] * len(kernels))  # doctest: +SKIP
-    [0, 1, 2, 1, 2, 5]
+    >>> shared_kernels(["a", "b", "a", "a"], [False, False, False, True])
+    [0, 1, 0, 3]
     """
-    first, same = {}, []
-    for n, (kernel, config, func, side) in enumerate(zip(kernels, configs, funcs, sides)):
-        checked = any(isinstance(x, Load) and x.checks for x in nodes(func.body))
-        same.append(n if checked else first.setdefault((kernel.key, config.to_json(), side), n))
-    return same
+    first = {}
+    return [first.setdefault((text, side), n) for n, (text, side) in enumerate(zip(texts, sides))]
+
+
+def rebased(program):
+    """`program` with each kernel's constant offsets into its arguments
+    passed in with the pointers (`Program.offsets`), so kernels that differ
+    only in them (step t of a recurrence reading row t) print the same C."""
+    for n, func in enumerate(program.kernels):
+        program.offsets[n] = list(argument_offsets(func))
+        program.kernels[n] = rebase(func, program.offsets[n])
+    return program
 
 
 @dataclass
@@ -203,34 +238,45 @@ class NativeStep:
         outputs = [t for k in kernels for t in k.outputs]
         self._aliased = [any(np.may_share_memory(views[id(a)], views[id(b)])
                              for a in k.inputs for b in k.outputs) for k in kernels]
-        program = lower_program(kernels, self.configs, leaves, outputs)
+        program = rebased(lower_program(kernels, self.configs, leaves, outputs))
         self._sites_lock = threading.Lock()   # candidates number their checked reads in turn
         self._program = program
         updates = set(apart)
-        same = shared_kernels(kernels, self.configs, program.kernels,
-                              [(a, n in updates) for n, a in enumerate(self._aliased)])
+        texts = [kernel_c(f, not a) for f, a in zip(program.kernels, self._aliased)]
+        same = shared_kernels(texts, [n in updates for n in range(len(kernels))])
         unique = [n for n, m in enumerate(same) if m == n]    # each compiled once
-        sizes = [sum(1 for _ in nodes(program.kernels[n].body)) for n in unique]  # (not printed twice)
+        sizes = [len(texts[n]) for n in unique]
         groups = translation_units(sizes, [j for j, n in enumerate(unique) if n in updates],
                                    2 * (jobs or os.cpu_count() or 1))
         groups = [[unique[j] for j in g] for g in groups]
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)
-        libraries = compile_sources(sources + [entry_source], jobs)
-        entry_library = libraries.pop()
-        self._errors = BuiltFunction(outputs, False, leaves, outputs, kernels, self.configs,
-                                     program, entry_source, entry_library, None)
-        self._entry = entry_library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
-        self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(kernels)))
+        self._pending = start_compile(sources + [entry_source], jobs)
+        self._build = (groups, same, leaves, outputs, entry_source)
         self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])
-        self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data) for t in k.inputs + k.outputs]
-                      for k in kernels]
+        self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data + off * views[id(t)].itemsize)
+                       for t, off in zip(k.inputs + k.outputs, program.offsets[n])]
+                      for n, k in enumerate(kernels)]
         self._err = (ctypes.c_int64 * 2)()
         self._leaf_views = {t.name: views[id(t)] for t in leaves}
         self._calls = [None] * len(kernels)
         self._running = [None] * len(kernels)   # the Candidate each table entry points into
+
+    def _finish(self):
+        """Wait for the compilers started in __init__ and fill the kernel table
+        (on the first step, profile or swap: the caller's work until then --
+        the trainer's parameter initialisation, the first batch -- ran
+        while they compiled)."""
+        libraries = await_libraries(self._pending)
+        groups, same, leaves, outputs, entry_source = self._build
+        entry_library = libraries.pop()
+        self._errors = BuiltFunction(outputs, False, leaves, outputs, self.kernels, self.configs,
+                                     self._program, entry_source, entry_library, None)
+        self._entry = entry_library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
+        self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(self.kernels)))
+        self._pending = self._build = None
         for group, library in zip(groups, libraries):
             for slot, n in enumerate(group):
                 self._install(Candidate(n, self.configs[n], library, slot))
@@ -241,6 +287,8 @@ class NativeStep:
 
     def __call__(self):
         """Run one step."""
+        if self._pending is not None:
+            self._finish()
         if self._entry(self._pointers, self._err):
             self._raise()
 
@@ -249,6 +297,8 @@ class NativeStep:
 
         >>> seconds = step.profile()             # doctest: +SKIP
         """
+        if self._pending is not None:
+            self._finish()
         err, times = self._err, []
         for call, args in zip(self._calls, self._args):
             t0 = time.perf_counter()
@@ -266,6 +316,7 @@ class NativeStep:
         """
         with self._sites_lock:
             func = lower_kernel(self.kernels[index], config, self._program.sites)
+        func = rebase(func, self._program.offsets[index])
         return Candidate(index, config, compile_c(kernels_source([func], [self._aliased[index]])))
 
     def swap(self, candidate):
@@ -275,6 +326,8 @@ class NativeStep:
 
         >>> old = step.swap(step.prepare(0, config))   # doctest: +SKIP
         """
+        if self._pending is not None:
+            self._finish()
         old = self._running[candidate.index]
         self._install(candidate)
         self.from_database[candidate.index] = False

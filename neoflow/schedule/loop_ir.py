@@ -208,12 +208,15 @@ class Site:
 
 class Program:
     """Kernels run in order; `calls[n]` lists the buffers kernel n gets
-    (its inputs then its outputs); `temps` are intermediates between kernels."""
+    (its inputs then its outputs); `temps` are intermediates between kernels;
+    `offsets[n][j]`: kernel n gets its j-th buffer from that element on
+    (schedule/rebase.py; 0 unless set)."""
 
     def __init__(self, kernels, calls, inputs, outputs, temps, sites):
         self.kernels, self.calls = list(kernels), list(calls)
         self.inputs, self.outputs, self.temps = list(inputs), list(outputs), list(temps)
         self.sites = list(sites)
+        self.offsets = [[0] * len(c) for c in self.calls]
 
 
 # -- walking and rewriting ---------------------------------------------------------

@@ -77,6 +77,17 @@ def generate_entry(program):
     return "\n".join([vector_width(), PRELUDE, _Function().entry(program, static_kernels=False)])
 
 
+def kernel_c(func, restrict=True):
+    """The C function of one lowered kernel, without its name comment: two
+    kernels with equal text compile to equal code (runtime/native.py
+    compiles such kernels once).
+
+    >>> kernel_c(lower_kernel(k, default_config(k), [])).startswith("static void")  # doctest: +SKIP
+    True
+    """
+    return _Function().kernel(func, 0, restrict, comment=False)
+
+
 def comment_safe(text):
     """`text` reduced to [A-Za-z0-9_] (for names in comments)."""
     return re.sub(r"[^A-Za-z0-9_]", "", str(text))[:64]
@@ -102,12 +113,13 @@ class _Function:
         self.lines.append("    " * depth + text)
 
     # -- functions ------------------------------------------------------------
-    def kernel(self, func, index, restrict=True):
+    def kernel(self, func, index, restrict=True, comment=True):
         qual = "restrict " if restrict else ""
         params = [f"const {_ctype(b.dtype)}* {qual}{self.name(b, 'b')}" for b in func.inputs]
         params += [f"{_ctype(b.dtype)}* {qual}{self.name(b, 'b')}" for b in func.outputs]
         params.append("int64_t* restrict err")
-        self.emit(0, f"/* kernel {index}: {comment_safe(func.hint.replace(' ', '_'))} */")
+        if comment:
+            self.emit(0, f"/* kernel {index}: {comment_safe(func.hint.replace(' ', '_'))} */")
         self.emit(0, f"static void nf_kernel{index}({', '.join(params)}) {{")
         self.stmt(func.body, 1)
         self.emit(0, "}")
@@ -143,8 +155,10 @@ class _Function:
             func = program.kernels[n]
             params = [f"const {_ctype(b.dtype)}*" for b in func.inputs]
             params += [f"{_ctype(b.dtype)}*" for b in func.outputs] + ["int64_t*"]
+            passed = [self.names[id(b)] + (f" + {off}" if off else "")
+                      for b, off in zip(args, program.offsets[n])]
             self.emit(1, f"((void (*)({', '.join(params)})){TABLE}[{n}])"
-                         f"({', '.join(self.names[id(b)] for b in args)}, err);")
+                         f"({', '.join(passed)}, err);")
             self.emit(1, "if (err[0] != 0) goto done;")
             for b in args[:reads]:
                 if id(b) in temps and last[id(b)] == n:
