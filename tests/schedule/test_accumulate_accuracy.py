@@ -100,3 +100,37 @@ def test_a_clipped_window_loop_is_bounded_by_its_outer_sides_and_cut():
 
     exact, theirs = torch_grad(torch.float64), torch_grad(torch.float32)
     assert np.abs(got - exact).max() <= 2 * np.abs(theirs - exact).max()
+
+
+@pytest.mark.parametrize("k", [37, 1000, 4099])
+def test_contraction_error_within_twice_torch(k):
+    # a register tile of products runs 128 adds between partials
+    # (CONTRACTION_TILE_BLOCK), as BLAS does; still within 2x torch.mm's error
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((29, k)).astype(np.float32)
+    b = rng.standard_normal((k, 67)).astype(np.float32)
+    pa, pb = nf.placeholder(a.shape, name="a"), nf.placeholder(b.shape, name="b")
+    r = nf.reduce_axis(k, name="r")
+    c = nf.compute((29, 67), lambda i, j: nf.sum(pa[i, r] * pb[r, j], axis=r), name="c")
+    got = np.asarray(nf.build(c, [pa, pb])(a, b), dtype=np.float64)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    theirs = (torch.from_numpy(a) @ torch.from_numpy(b)).double().numpy()
+    floor = float(np.spacing(np.float32(np.abs(exact).max()))) / 2
+    assert np.abs(got - exact).max() <= 2 * max(np.abs(theirs - exact).max(), floor)
+
+
+def test_only_contractions_take_the_long_tile_block():
+    # the chunk loops of a register tile's partials: `for (v = c * 128; v < c * 128 + 128 ...`
+    import re
+    from neoflow.schedule.accumulate import CONTRACTION_TILE_BLOCK, TILE_BLOCK
+    x = nf.placeholder((300, 24), name="x")
+    w = nf.placeholder((300, 24), name="w")
+    r = nf.reduce_axis(300, name="r")
+    chunks = {}
+    for name, term in (("dot", lambda i, j: x[r, i] * w[r, j]),
+                       ("add", lambda i, j: x[r, i] + w[r, j])):
+        c = nf.compute((24, 24), lambda i, j: nf.sum(term(i, j), axis=r), name=name)
+        src = nf.build(c, [x, w], database=False).source
+        chunks[name] = {int(n) for n in re.findall(r"\(v\d+ \* (\d+)\) \+ \1\)", src)}
+    assert max(chunks["dot"]) == CONTRACTION_TILE_BLOCK
+    assert max(chunks["add"]) == TILE_BLOCK
