@@ -60,7 +60,6 @@ from ..te.visit import children, post_order, reads
 from ..toolchain.target import target as simd_target
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
-from .delinearize import alias_source
 from .split_reduce import apply_split
 from .stage import Stage
 
@@ -154,27 +153,10 @@ def _chain_sharing_stages(stages, configs, inputs):
             calls = _calls(st)
             shared |= bool(calls & seen)
             seen |= calls
-        if not shared and not _rereads_rows(stages[n:end]):
+        if not shared:
             for sc in configs[n + 1:end]:
                 sc.compute_at = False
         n = end
-
-
-def _rereads_rows(group):
-    """Whether a stage of the run re-reads a tensor that a reduction before it
-    in the run streamed (softmax: the max, the sum of exponentials and the
-    normalisation each read x[i, :]). Chained, each row is read from memory
-    once and from cache by the later passes, in one parallel loop: softmax
-    4096x1024 measured 1.4 -> 2.0 GB/s (loaded machine, A/B alternated)."""
-    own = {id(t) for st in group for t in (st.tensor, st.source)}
-    streamed = set()
-    for st in group:
-        mine = {id(alias_source(r.tensor)) for r in reads(st.tensor.op.body)} - own
-        if mine & streamed:
-            return True
-        if st.reduction is not None:
-            streamed |= mine
-    return False
 
 
 def _calls(st):

@@ -1,6 +1,6 @@
-"""softmax/log_softmax compiled with their passes over a row chained in one
-parallel loop (schedule/default.py, `_rereads_rows`), forward and gradient
-against torch in float64 on odd sizes."""
+"""softmax/log_softmax (with torch's gradient as their adjoint rule),
+forward and gradient against torch in float64 on odd sizes; their row
+passes chained in one parallel loop (a schedule the search may pick) agree."""
 import numpy as np
 import pytest
 import torch
@@ -29,13 +29,21 @@ def test_softmax_forward_and_gradient(op, ref, shape, dim):
     np.testing.assert_allclose(got_dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_row_passes_run_in_one_loop():
+def test_row_passes_chained_in_one_loop_agree():
+    # chaining by default measured 2x slower on a quiet machine (softmax
+    # 4096x1024: 5.7-6.2 ms unchained, 10.8-16.9 chained), so it is only a
+    # choice of the search: compute_at on the max's and the sum's consumers
     x = nf.placeholder((256, 301), name="x")
-    f = nf.build(nf.nn.softmax(x, 1), [x])
+    y = nf.nn.softmax(x, 1)
+    f = nf.build(y, [x])
     (config,) = f.configs
-    assert [sc.compute_at for sc in config.stages] == [False, True, True]
-    assert f.source.count("#pragma omp parallel") == 1
+    assert not any(sc.compute_at for sc in config.stages)
+    for sc in config.stages[1:]:
+        sc.compute_at = True
+    chained = nf.build(y, [x], configs=[config])
+    assert chained.source.count("#pragma omp parallel") == 1
     xv = np.random.default_rng(1).standard_normal((256, 301)).astype(np.float32)
+    np.testing.assert_allclose(chained(xv), torch.softmax(torch.tensor(xv), 1).numpy(), atol=1e-6)
     np.testing.assert_allclose(f(xv), torch.softmax(torch.tensor(xv), 1).numpy(), atol=1e-6)
 
 
