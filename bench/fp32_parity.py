@@ -24,7 +24,6 @@ import numpy as np
 
 from neoflow import build, grad, zoo
 from neoflow.optim import SGD
-from neoflow.runtime.init import initial_value
 from neoflow.zoo import benchmark
 from neoflow.zoo.alternating import AlternatingTrainers
 
@@ -36,17 +35,6 @@ def relative(got, exact):
     scale = float(np.max(np.abs(exact)))
     return float(np.max(np.abs(np.asarray(got, np.float64) - exact))) / scale if scale else \
         float("inf")
-
-
-def _values(model, seed=1):
-    rng = np.random.default_rng(seed)
-    values = {}
-    for name, p in model.params.items():
-        v = initial_value(p, seed)
-        if name in model.trainable:
-            v = (v + 0.1 * rng.standard_normal(p.shape)).astype(v.dtype)
-        values[name] = v
-    return values
 
 
 def _torch_grads(model, values, batch, dtype):
@@ -68,7 +56,7 @@ def grad_rows(name, preset="small"):
     rows = []
     for model in zoo.get(name).build_phases(preset):
         batch = model.make_batch(np.random.default_rng(0))
-        values = _values(model)
+        values = model.perturbed_values()
         grads = grad(model.loss, [model.params[n] for n in model.trainable])
         f = build(list(grads), list(model.inputs.values()) + list(model.params.values()))
         ours = f(*[batch[k] for k in model.inputs], *[values[k] for k in model.params])

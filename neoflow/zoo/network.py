@@ -25,6 +25,8 @@ Hands on: `Model`s, which the tests, the benchmark (zoo.benchmark) and users tra
 """
 import functools
 
+import numpy as np
+
 from ..te import parameter
 
 
@@ -148,6 +150,24 @@ class Model:
         (2, 1, 16, 16)
         """
         return self.network._make_batch(rng, self.dtype, **self.sizes)
+
+    def perturbed_values(self, seed=1):
+        """{name: ndarray} for every parameter: its initial draw under `seed`,
+        plus N(0, 0.1^2) noise on the trainable ones (so that no batch-norm
+        scale is exactly 1 and no bias exactly 0: parity tests see every term).
+
+        >>> model.perturbed_values()["conv1.weight"].shape      # lenet, "small"
+        (2, 1, 5, 5)
+        """
+        from ..runtime.init import initial_value
+        rng = np.random.default_rng(seed)
+        values = {}
+        for name, p in self.params.items():
+            v = initial_value(p, seed)
+            if name in self.trainable:
+                v = (v + 0.1 * rng.standard_normal(p.shape)).astype(v.dtype)
+            values[name] = v
+        return values
 
     def _phase_kw(self):
         return {} if self.phase is None else {"phase": self.phase}

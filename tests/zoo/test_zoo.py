@@ -14,7 +14,6 @@ import torch
 
 import neoflow as nf
 from neoflow import zoo
-from neoflow.runtime.init import initial_value
 
 NAMES = sorted(zoo.NETWORKS)
 SLOW = {"mobilenet_v2", "shufflenet"}   # the longest compiles (about 10 s each)
@@ -22,19 +21,6 @@ SLOW = {"mobilenet_v2", "shufflenet"}   # the longest compiles (about 10 s each)
 
 def slow_marked(names):
     return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in names]
-
-
-def draw_values(model, seed=1):
-    """{name: ndarray} for every parameter of `model`: its init draw, plus
-    N(0, 0.1^2) noise on the trainable ones."""
-    rng = np.random.default_rng(seed)
-    values = {}
-    for name, p in model.params.items():
-        v = initial_value(p, seed)
-        if name in model.trainable:
-            v = (v + 0.1 * rng.standard_normal(p.shape)).astype(v.dtype)
-        values[name] = v
-    return values
 
 
 def torch_loss_and_grads(model, values, batch):
@@ -64,7 +50,7 @@ def feed_of(model, batch, values):
 def test_float64_loss_and_gradients_match_torch(name):
     model = zoo.get(name).build("small", dtype="float64")
     batch = model.make_batch(np.random.default_rng(0))
-    values = draw_values(model)
+    values = model.perturbed_values()
     grads = nf.grad(model.loss, [model.params[n] for n in model.trainable])
     loss, *ours = nf.evaluate([model.loss] + list(grads), feed_of(model, batch, values))
     their_loss, theirs = torch_loss_and_grads(model, values, batch)
@@ -76,7 +62,7 @@ def test_float64_loss_and_gradients_match_torch(name):
 def test_float32_build_matches_torch(name):
     model = zoo.get(name).build("small")
     batch = model.make_batch(np.random.default_rng(0))
-    values = draw_values(model)
+    values = model.perturbed_values()
     grads = nf.grad(model.loss, [model.params[n] for n in model.trainable])
     inputs = list(model.inputs.values()) + list(model.params.values())
     f = nf.build([model.loss] + list(grads), inputs)
@@ -155,7 +141,7 @@ def test_classifiers_hand_on_the_logits_their_loss_is_taken_of(name):
     model = zoo.get(name).build("small", dtype="float64")
     batch = model.make_batch(np.random.default_rng(0))
     logits, loss = nf.evaluate([model.outputs["logits"], model.loss],
-                               feed_of(model, batch, draw_values(model)))
+                               feed_of(model, batch, model.perturbed_values()))
     assert logits.shape == (model.sizes["batch"], model.sizes["classes"])
     expected = torch.nn.functional.cross_entropy(torch.from_numpy(logits),
                                                  torch.from_numpy(batch["y"]))
