@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ops  # noqa: E402  (bench/ops.py: the cases)
+from neoflow.tune.ray_runner import environment  # noqa: E402  (os.environ set, then restored)
 
 REPEATS = 10
 ROUNDS = 7
@@ -37,16 +38,8 @@ def _setting(text):
 
 
 def _build(make, setting):
-    saved = {k: os.environ.get(k) for k in setting}
-    os.environ.update(setting)
-    try:
+    with environment(setting):
         return make()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _time(fn, args, repeats, clock=time.perf_counter):

@@ -1,18 +1,9 @@
 """bench/simd_ab.py in its smoke mode (tiny sizes), so the script cannot rot:
 both settings build and agree, and every case gets a rate on each side."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from bench_scripts import load_bench_script as load
 
 
 def test_simd_ab_bench_smoke(capsys):

@@ -1,17 +1,8 @@
 """bench/attention.py and bench/delinearize_kernels.py in their smoke modes
 (tiny sizes), so the scripts cannot rot: every side times both networks,
 and the kernel A/B finds the delinearised d(qkv) blocks and times them."""
-import importlib.util
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from bench_scripts import load_bench_script as load
 
 
 def test_attention_bench_smoke(capsys):
