@@ -47,6 +47,7 @@ WALL_SLACK = 0.02       # background's wall time may exceed off's by this share 
 FASTER = 0.05           # where it kept a faster schedule: this much faster at the end
 COMPARE_ROUNDS = 30
 COMPARE_BLOCK = 10
+UNTIL_TRIALS_LIMIT_S = 120.0   # the longest --until-trials steps on after the timed run
 
 
 def _model(network, preset):
@@ -79,8 +80,12 @@ def run_side(args):
             trainer.step(batch)
             times.append(time.perf_counter() - t0)
         wall = time.perf_counter() - started
-        stats, tuner = trainer.stats(), trainer._tuner
-        budget = getattr(tuner, "budget", None)
+        tuner = trainer._tuner
+        deadline = time.monotonic() + UNTIL_TRIALS_LIMIT_S
+        while (args.side == "background" and time.monotonic() < deadline
+               and _trials(tuner) < args.until_trials):
+            trainer.step(batch)      # (not counted: a smoke run on a loaded machine)
+        stats, budget = trainer.stats(), getattr(tuner, "budget", None)
         report = {"swaps": stats["swaps"], "reverted": stats["swaps_reverted"],
                   "kernels": stats["kernels_distinct"]}
         if args.side == "background":
@@ -92,6 +97,12 @@ def run_side(args):
     return {"wall_s": wall, "steps": len(times),
             "ms_start": statistics.median(times[1:tail + 1] or times) * 1e3,
             "ms_end": statistics.median(times[-tail:]) * 1e3, "tuner": report}
+
+
+def _trials(tuner):
+    """Trials the background tuner has run in the step so far."""
+    budget = getattr(tuner, "budget", None)
+    return 0 if budget is None else budget.trials_run
 
 
 def compare_side(args):
@@ -146,6 +157,8 @@ def bench_network(network, args, scratch):
                 extra.append("--no-steps-hint")
             if args.assume_steps:
                 extra += ["--assume-steps", str(args.assume_steps)]
+            if args.until_trials:
+                extra += ["--until-trials", str(args.until_trials)]
             runs[mode].append(_child(args, network, extra, cache))
             dbs[mode] = os.path.join(cache, "tuning.sqlite")
     compare = _child(args, network, ["--side", "compare", "--databases", dbs["off"],
@@ -199,6 +212,11 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=COMPARE_ROUNDS)
     parser.add_argument("--min-s", type=float, default=30.0)
     parser.add_argument("--smoke", action="store_true", help="a tiny run (seconds), for tests")
+    parser.add_argument("--until-trials", type=int, default=0,
+                        help="background runs step on, untimed, after the timed steps until "
+                             "the tuner has run this many trials (the smoke run's 1: on a "
+                             f"loaded machine the timed run can end first; at most "
+                             f"{UNTIL_TRIALS_LIMIT_S:.0f} s)")
     parser.add_argument("--side", choices=(*MODES, "compare"), help=argparse.SUPPRESS)
     parser.add_argument("--database", help=argparse.SUPPRESS)
     parser.add_argument("--databases", nargs=2, help=argparse.SUPPRESS)
@@ -211,7 +229,7 @@ def main(argv=None):
         return 0
     if args.smoke:
         args.networks, args.preset, args.steps, args.repeats = ["lltm"], "small", 200000, 1
-        args.rounds, args.min_s, args.assume_steps = 3, 0.0, 10 ** 9
+        args.rounds, args.min_s, args.assume_steps, args.until_trials = 3, 0.0, 10 ** 9, 1
     print(f"background vs off, each run alone in its own process, fresh caches; "
           f"{args.repeats} rounds; final step time: both runs' schedules side by side in one "
           f"process (blocks of {COMPARE_BLOCK} steps, >= {args.rounds} rounds)\n")
