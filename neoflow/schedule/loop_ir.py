@@ -37,6 +37,7 @@ Hands on: `Program` / `KernelFunc` trees for codegen.
 """
 import math
 
+from ..te.arith import linear_form
 from ..te.expr import Binary, Cast, Const, Expr, IterVar, Select, Unary
 from ..te.printer import _INFIX
 from ..te.visit import children, with_children
@@ -257,6 +258,28 @@ def nodes(stmt):
             stack.extend((n.dst_index, n.src_index))
         else:
             stack.extend(expr_children(n))
+
+
+def iterations(stmt):
+    """How many times `stmt`'s innermost statements run, a loop whose bounds
+    differ by a constant counting its trips (any other loop once: a lower
+    bound of the work).
+
+    >>> iterations(For(i, Const(0), Const(8), "serial", Store(b, i, Const(1.0))))
+    8
+    """
+    if isinstance(stmt, For):
+        end, begin = linear_form(stmt.end), linear_form(stmt.begin)
+        same = end is not None and begin is not None and end.terms == begin.terms
+        return max(end.const - begin.const, 0) * iterations(stmt.body) if same \
+            else iterations(stmt.body)
+    if isinstance(stmt, Seq):
+        return sum(iterations(s) for s in stmt.stmts)
+    if isinstance(stmt, (Let, Allocate)):
+        return iterations(stmt.body)
+    if isinstance(stmt, IfThenElse):
+        return max(iterations(stmt.then), iterations(stmt.else_) if stmt.else_ else 0)
+    return 1
 
 
 def map_expr(e, fn):

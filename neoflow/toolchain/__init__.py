@@ -8,7 +8,7 @@ content hash, and loads it with ctypes.
 """
 from neoflow.toolchain.cache import cache_dir
 from neoflow.toolchain.compiler import asan_runtime_path
-from neoflow.toolchain.driver import compile_c
+from neoflow.toolchain.driver import cached_c, compile_c
 from neoflow.toolchain.library import CompiledLibrary
 
-__all__ = ["CompiledLibrary", "asan_runtime_path", "cache_dir", "compile_c"]
+__all__ = ["CompiledLibrary", "asan_runtime_path", "cache_dir", "cached_c", "compile_c"]

@@ -13,10 +13,11 @@ address out of one library and swap it into another's table
 Parallel loops get `#pragma omp parallel for`; vectorised loops of plain
 float arithmetic are printed with vector types (codegen/c/simd.py), other
 vectorised loops get `#pragma GCC ivdep` (gcc then vectorises them) or, for
-a reduction into a scalar,
-`#pragma omp simd reduction` (max and min through the prelude's declared
-reductions); unrolled loops `#pragma GCC unroll`. A checked read is a
-statement expression that tests its indices and reads only if they pass.
+a reduction into a scalar, `#pragma omp simd reduction` (max and min through
+the prelude's declared reductions); unrolled loops `NF_UNROLL(n)` (the
+prelude's `#pragma GCC unroll`, which a quick build drops). A checked read
+is a statement expression that tests its indices and reads only if they
+pass.
 
 Every identifier is generated (b0, v3, nf_kernel2); user names appear only
 in comments, stripped to [A-Za-z0-9_].
@@ -217,7 +218,7 @@ class _Function:
         elif s.kind == "vectorized":  # (omp simd would keep accumulator tiles in memory)
             self.emit(d, "#pragma GCC ivdep")
         elif s.kind == "unrolled":
-            self.emit(d, f"#pragma GCC unroll {s.unroll}")
+            self.emit(d, f"NF_UNROLL({s.unroll})")
         self.emit(d, f"for (int64_t {v} = {self.expr(s.begin)}; {v} < {self.expr(s.end)}; "
                      f"++{v}) {{")
         self.stmt(s.body, d + 1)

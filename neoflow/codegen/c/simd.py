@@ -146,7 +146,7 @@ def print_simd(fn, loop, plan, d):
     end = fn.expr(loop.end)
     fn.emit(d, "{")
     fn.emit(d + 1, f"int64_t {v} = {fn.expr(loop.begin)};")
-    fn.emit(d + 1, f"#pragma GCC unroll {_UNROLL}")
+    fn.emit(d + 1, f"NF_UNROLL({_UNROLL})")
     fn.emit(d + 1, f"for (; {v} + {lanes} <= {end}; {v} += {lanes}) {{")
     body = loop.body
     while isinstance(body, Let):
