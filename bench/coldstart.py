@@ -18,8 +18,18 @@ libraries -- helps the next), with tuning off and no tuning database:
     when warm), the first step's kernels, and the rest (buffer planning,
     parameter initialisation, checks);
   * cc cpu: the CPU seconds (user + system) of the compiler processes of the
-    cold build -- the work the cold start asks of the machine, which other
-    load on it barely changes (wall-clock time it does).
+    cold build up to its first step -- the work the cold start asks of the
+    machine, which other load on it barely changes (wall-clock time it does);
+  * `--quick-start` builds the trainers with quick_start=True
+    (docs/training.md, "Quick start"): the first step runs on quick builds while the
+    optimised ones compile in the background; "optimised s" is the time from
+    the definition until every kernel runs its optimised build (the cold
+    trainer keeps stepping until then), "steps" how many steps had run by
+    then (without it, the first step's time and 1);
+  * steps in H s: the cold trainer keeps stepping until H seconds
+    (`--horizon`, default 10) after the definition began, and this counts
+    its steps -- what an earlier first step on slower kernels is worth
+    against waiting for the optimised ones.
 The compiler's fixed costs are printed once too: one process on an empty
 file, and on the prelude every generated file starts with.
 Writes `coldstart.md` (the table, also printed) and `coldstart.json` to the
@@ -30,6 +40,7 @@ machine, label the figures as such.
     python bench/coldstart.py                              # the five, the zoo's paper sizes
     python bench/coldstart.py --networks lltm lenet --preset small
     python bench/coldstart.py --in-process --preset small  # one process (smoke test)
+    python bench/coldstart.py --quick-start                # the Trainer's quick_start=True
 """
 import argparse
 import json
@@ -44,6 +55,8 @@ from pathlib import Path
 
 NETWORKS = ("milstm", "scrnn", "sublstm", "lltm", "lenet")
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+UPGRADE_LIMIT_S = 60.0   # the longest the cold trainer steps waiting for its optimised builds
+HORIZON_S = 10.0
 PHASES = ("autodiff", "fusion", "lowering", "codegen", "compile", "first_step", "other")
 # phase -> the functions whose time it is (module, attribute where the trainer calls it)
 TIMED = {
@@ -87,9 +100,11 @@ def timed_phases(totals):
             setattr(mod, name, fn)
 
 
-def first_step(name, preset):
-    """(seconds to the end of the first step, {phase: seconds}) for a fresh
-    definition of zoo network `name` in this process."""
+def first_step(name, preset, quick=False, horizon=0.0):
+    """(seconds to the end of the first step, {phase: seconds}, kernels,
+    compiler CPU seconds, (seconds until every kernel runs its optimised
+    build, steps by then)) for a fresh definition of zoo network `name` in
+    this process, and its steps by `horizon` seconds after the definition."""
     import numpy as np
     import neoflow as nf
     from neoflow import zoo
@@ -99,7 +114,8 @@ def first_step(name, preset):
     with timed_phases(totals):
         t0 = time.perf_counter()
         model = zoo.get(name).build(preset)
-        trainer = nf.Trainer(model.loss, nf.optim.SGD(lr=0.01), database=False)
+        trainer = nf.Trainer(model.loss, nf.optim.SGD(lr=0.01), database=False,
+                             quick_start=quick)
         batch = model.make_batch(np.random.default_rng(0))
         t1, waited = time.perf_counter(), totals.get("compile", 0.0)
         trainer.step(batch)
@@ -109,30 +125,46 @@ def first_step(name, preset):
     # (the step first waits for the compilers: that wait is compile's)
     totals["first_step"] = total - (t1 - t0) - (totals.get("compile", 0.0) - waited)
     totals["other"] = max(0.0, total - sum(totals.get(p, 0.0) for p in PHASES if p != "other"))
+    steps, deadline, by_horizon = 1, t0 + max(horizon, UPGRADE_LIMIT_S), None
+    optimised = None if trainer.stats()["kernels_quick"] else (total, 1)
+    while time.perf_counter() < deadline:
+        if time.perf_counter() - t0 >= horizon:
+            by_horizon = steps if by_horizon is None else by_horizon
+            if optimised is not None:
+                break
+        trainer.step(batch)
+        steps += 1
+        if optimised is None and not trainer.stats()["kernels_quick"]:
+            optimised = (time.perf_counter() - t0, steps)
+    optimised = (*(optimised or (float("nan"), steps)), by_horizon or steps)
     kernels = len(trainer.kernels)
     trainer.close()
-    return total, {p: totals.get(p, 0.0) for p in PHASES}, kernels, cpu
+    return total, {p: totals.get(p, 0.0) for p in PHASES}, kernels, cpu, optimised
 
 
-def measure(name, preset):
+def measure(name, preset, quick=False, horizon=HORIZON_S):
     """One network cold then warm, in this process, under a fresh kernel cache."""
     before = os.environ.get("NEOFLOW_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="nf-coldstart-") as cache:
         os.environ["NEOFLOW_CACHE_DIR"] = cache
         try:
-            cold, cold_phases, kernels, cc_cpu = first_step(name, preset)
-            warm, warm_phases, _, _ = first_step(name, preset)
+            cold, cold_phases, kernels, cc_cpu, optimised = first_step(name, preset, quick,
+                                                                       horizon)
+            warm, warm_phases, _, _, _ = first_step(name, preset, quick)
         finally:
             if before is None:
                 os.environ.pop("NEOFLOW_CACHE_DIR")
             else:
                 os.environ["NEOFLOW_CACHE_DIR"] = before
-    return {"network": name, "preset": preset, "kernels": kernels, "cc_cpu_s": cc_cpu,
-            "cold_s": cold, "warm_s": warm, "cold": cold_phases, "warm": warm_phases}
+    return {"network": name, "preset": preset, "quick_start": quick, "kernels": kernels,
+            "cc_cpu_s": cc_cpu, "cold_s": cold, "warm_s": warm, "optimised_s": optimised[0],
+            "steps_to_optimised": optimised[1], "horizon_s": horizon,
+            "steps_in_horizon": optimised[2], "cold": cold_phases, "warm": warm_phases}
 
 
-def _in_subprocess(name, preset):
-    command = [sys.executable, __file__, "--one", name, "--preset", preset]
+def _in_subprocess(name, preset, quick, horizon):
+    command = [sys.executable, __file__, "--one", name, "--preset", preset,
+               "--horizon", str(horizon)] + (["--quick-start"] if quick else [])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parents[1])] + sys.path))
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -165,31 +197,36 @@ def compiler_costs(repeats=3):
 
 
 def markdown(rows):
-    head = ["network", "kernels", "cold s", "warm s", "cc cpu s"] + [f"cold {p}" for p in PHASES] \
-        + [f"warm {p}" for p in PHASES]
+    head = ["network", "kernels", "cold s", "warm s", "optimised s", "steps",
+            f"steps in {rows[0]['horizon_s']:g} s" if rows else "steps in H s", "cc cpu s"] \
+        + [f"cold {p}" for p in PHASES] + [f"warm {p}" for p in PHASES]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["network"], str(r["kernels"]), f"{r['cold_s']:.2f}", f"{r['warm_s']:.2f}",
-                 f"{r['cc_cpu_s']:.2f}"]
+                 f"{r['optimised_s']:.2f}", str(r["steps_to_optimised"]),
+                 str(r["steps_in_horizon"]), f"{r['cc_cpu_s']:.2f}"]
         cells += [f"{r['cold'][p]:.2f}" for p in PHASES] + [f"{r['warm'][p]:.2f}" for p in PHASES]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def run_bench(networks=NETWORKS, preset="default", out_dir=DEFAULT_OUT, in_process=False,
-              log=print):
-    """Cold and warm start of `networks`; writes coldstart.md / .json under
-    `out_dir` and returns {"rows", "compiler", "markdown", "files"}."""
+              log=print, quick=False, horizon=HORIZON_S):
+    """Cold and warm start of `networks` (`quick`: the Trainer's quick_start);
+    writes coldstart.md / .json under `out_dir` and returns {"rows",
+    "compiler", "markdown", "files"}."""
     rows = []
     for name in networks:
-        row = measure(name, preset) if in_process else _in_subprocess(name, preset)
+        row = measure(name, preset, quick, horizon) if in_process \
+            else _in_subprocess(name, preset, quick, horizon)
         log(f"[coldstart] {name}: cold {row['cold_s']:.2f} s, warm {row['warm_s']:.2f} s "
             f"(compile {row['cold']['compile']:.2f} s cold)")
         rows.append(row)
     costs = compiler_costs()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(rows) + (f"\none compiler process: {costs['empty']:.3f} s on an empty file, "
+    mode = "quick_start=True" if quick else "quick_start=False (the default)"
+    table = f"{mode}\n\n" + markdown(rows) + (f"\none compiler process: {costs['empty']:.3f} s on an empty file, "
                               f"{costs['prelude']:.3f} s on the prelude alone\n")
     files = {"markdown": str(out / "coldstart.md"), "json": str(out / "coldstart.json")}
     Path(files["markdown"]).write_text(table)
@@ -206,12 +243,17 @@ def main(argv=None):
     parser.add_argument("--in-process", action="store_true",
                         help="measure every network in this process (quick; not cold for "
                              "the Python side)")
+    parser.add_argument("--quick-start", dest="quick", action="store_true",
+                        help="build the trainers with quick_start=True")
+    parser.add_argument("--horizon", type=float, default=HORIZON_S,
+                        help="seconds after the definition the cold trainer steps for")
     parser.add_argument("--one", help=argparse.SUPPRESS)   # a child process: one network, JSON out
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(args.one, args.preset)))
+        print(json.dumps(measure(args.one, args.preset, args.quick, args.horizon)))
         return None
-    report = run_bench(args.networks, args.preset, args.out, args.in_process)
+    report = run_bench(args.networks, args.preset, args.out, args.in_process, quick=args.quick,
+                       horizon=args.horizon)
     print(report["markdown"])
     print("written:", ", ".join(report["files"].values()))
     return report

@@ -18,6 +18,25 @@ kernel's constant offsets into its arguments are passed with the pointers
 row of a tensor they read, print the same C; kernels whose C is the same
 are compiled once and share that address (`shared_kernels`).
 
+Quick start (`quick=True`, the Trainer's `quick_start=True`): a translation unit
+whose optimised library is not in the disk cache yet is first built quick
+(toolchain's quick=True: -O1, no unrolling, about a third of the compile
+time; slower code, the same schedule), so the first step runs sooner --
+except for hot kernels (at least HOT_ITERATIONS innermost iterations), which
+are shared out into translation units of their own and built optimised at
+once, since a quick build of them costs the first steps more than it saves
+(MI-LSTM's dense layers ran 4-8x slower quick). The second step runs
+kernel by kernel, timed; then each kernel on a quick build is compiled
+optimised on its own, the slowest first, one at a time in a background
+thread, and takes its table entry between two steps when it is done
+(`NativeStep.upgrading` until the last), so most of the step's time is on
+optimised code within a compile or two. The quick build contracts the same
+multiply-adds but calls glibc's scalar exp, log and tanh where the optimised
+one vectorises them (libmvec), so the steps run on quick kernels can differ
+from the optimised ones' in the last bits of float32; which steps those are
+depends on how fast the compiler is. The step entry itself is always the
+quick build (it only calls the kernels through the table).
+
 Hot swap: `NativeStep.prepare(n, config)` (any thread) compiles kernel n
 under another schedule into a library of its own (the source the tuner
 measured, rebased by kernel n's offsets) with the same parameters;
@@ -30,24 +49,31 @@ Hands on: a step program and forward functions for the executor.
 """
 import ctypes
 import os
+import queue
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from .function import BuiltFunction
-from ..toolchain import CompiledLibrary, compile_c
+from ..toolchain import CompiledLibrary, cached_c, compile_c
 from ..toolchain.compiler import compile_flags, find_compiler
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..codegen.c.printer import kernel_c
 from ..graph import kernels_for
 from ..schedule import default_config, lower_program
-from ..schedule.loop_ir import Program
+from ..schedule.loop_ir import Program, iterations
 from ..schedule.lower import lower_kernel
 from ..schedule.rebase import argument_offsets, rebase
 from ..tune.database import best_configs
+
+# Innermost iterations from which a kernel is hot: built optimised at once
+# under quick start (MI-LSTM's dense layers run 2-17e8; LeNet's and SC-RNN's
+# largest kernels 1e7 to 5e7, whose optimised builds are what a quick start saves)
+HOT_ITERATIONS = 1 << 26
 
 
 def compile_kernels(kernels, inputs, outputs, computed, configs):
@@ -59,31 +85,115 @@ def compile_kernels(kernels, inputs, outputs, computed, configs):
                          compile_c(source), None)
 
 
-def compile_sources(sources, jobs=None):
+def compile_sources(sources, jobs=None, build=compile_c):
     """Compile C `sources` at once (`jobs` compilers, default one per core);
-    the loaded libraries, in order. Equal sources are compiled once.
+    what `build` gives for each (the loaded library), in order. Equal
+    sources are compiled once.
 
     >>> a, b = compile_sources(["int f(void) { return 1; }", "int g(void) { return 2; }"])
     """
     unique = list(dict.fromkeys(sources))
     workers = max(1, min(len(unique), jobs or os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
-        built = dict(zip(unique, pool.map(compile_c, unique)))
+        built = dict(zip(unique, pool.map(build, unique)))
     return [built[s] for s in sources]
 
 
-def start_compile(sources, jobs=None):
-    """`compile_sources(sources, jobs)` started in a thread of its own; the
-    compiler and its flags are settled first, here, so a missing compiler is
-    reported at once. Hand the result to `await_libraries`.
+def start_compile(sources, jobs=None, build=compile_c):
+    """`compile_sources(sources, jobs, build)` started in a thread of its own;
+    the compiler and its flags are settled first, here, so a missing compiler
+    is reported at once. Hand the result to `await_libraries`.
 
     >>> libraries = await_libraries(start_compile(["int f(void) { return 1; }"]))
     """
     compile_flags(find_compiler(), openmp=True, sanitize=False)
     pool = ThreadPoolExecutor(1, thread_name_prefix="neoflow-compile")
-    pending = pool.submit(compile_sources, sources, jobs)
+    pending = pool.submit(compile_sources, sources, jobs, build)
     pool.shutdown(wait=False)
     return pending
+
+
+def optimised_build(source, compile=compile_c):
+    """`(library, False)`: `source` compiled optimised (the disk cache's when
+    it has it)."""
+    return compile(source), False
+
+
+def quick_build(source, alone=(), compile=compile_c):
+    """`(library, quick)`: the optimised library of `source` where the disk
+    cache has it (quick False); else, where it has the optimised library of
+    every kernel of `source` on its own (`alone`: a callable giving their
+    sources, as an upgrade compiles them), the list of those (False); else a
+    quick build of `source` (True).
+
+    >>> library, quick = quick_build("int f(void) { return 1; }")
+    """
+    library = cached_c(source)
+    if library is not None:
+        return library, False
+    if alone:
+        each = [cached_c(s) for s in alone()]
+        if all(each):
+            return each, False
+    return compile(source, quick=True), True
+
+
+def _libgomp():
+    """GCC's OpenMP runtime, which the kernels link, or None (another compiler's)."""
+    try:
+        return ctypes.CDLL("libgomp.so.1")
+    except OSError:
+        return None
+
+
+_GOMP = _libgomp()
+
+
+def set_threads(count):
+    """Run this thread's later parallel kernels on `count` OpenMP threads;
+    returns the count before (None where GCC's OpenMP runtime is not loaded)."""
+    if _GOMP is None:
+        return None
+    before = _GOMP.omp_get_max_threads()
+    _GOMP.omp_set_num_threads(count)
+    return before
+
+
+class Upgrade:
+    """Compiles `work` ([(key, C source)], in order) optimised, one at a
+    time in a daemon thread, so training goes on meanwhile and an exiting
+    process does not wait for it; `done()` hands on `(key, library or the
+    exception raised)` for each finished since the last call. `cancel()`
+    starts no further compile.
+
+    >>> upgrade = Upgrade([("k", source)]); upgrade.done()      # doctest: +SKIP
+    []
+    """
+
+    def __init__(self, work):
+        self.left = len(work)
+        self._finished, self._stop = queue.SimpleQueue(), threading.Event()
+        threading.Thread(target=self._run, args=(work,), name="neoflow-upgrade",
+                         daemon=True).start()
+
+    def _run(self, work):
+        for key, source in work:
+            if self._stop.is_set():
+                return
+            try:
+                self._finished.put((key, compile_c(source)))
+            except Exception as e:   # (the quick build of the same source worked)
+                self._finished.put((key, e))
+
+    def done(self):
+        out = []
+        while not self._finished.empty():
+            out.append(self._finished.get())
+        self.left -= len(out)
+        return out
+
+    def cancel(self):
+        self._stop.set()
 
 
 def await_libraries(pending):
@@ -119,21 +229,20 @@ def share_out(sizes, count):
     return [sorted(g) for g in groups if g]
 
 
-def translation_units(sizes, apart, count):
-    """The kernels (by index, sizes in `sizes`) in translation units: those in
-    `apart` (the optimizer's updates) and the others each shared out on their
-    own, so a change to one side leaves the other's sources -- and their
-    compiled, cached libraries -- as they were (SGD -> Adam recompiles no
-    forward or backward kernel).
+def translation_units(sizes, sides, count):
+    """The kernels (by index, sizes in `sizes`) in translation units, those of
+    each side (`sides[n]`, e.g. whether kernel n is an optimizer's update)
+    shared out on their own, so a change to one side leaves the other's
+    sources -- and their compiled, cached libraries -- as they were (SGD ->
+    Adam recompiles no forward or backward kernel).
 
-    >>> translation_units([5, 1, 1, 3], {3}, 2)
+    >>> translation_units([5, 1, 1, 3], [0, 0, 0, 1], 2)
     [[0], [1, 2], [3]]
     """
-    apart = set(apart)
     out = []
-    for side in ([n for n in range(len(sizes)) if n not in apart], sorted(apart)):
-        if side:
-            out += [[side[j] for j in g] for g in share_out([sizes[n] for n in side], count)]
+    for side in dict.fromkeys(sides):
+        members = [n for n in range(len(sizes)) if sides[n] == side]
+        out += [[members[j] for j in g] for g in share_out([sizes[n] for n in members], count)]
     return out
 
 
@@ -187,9 +296,10 @@ class NativeBackend:
 
     name = "native"
 
-    def __init__(self, target="cpu", database=None, jobs=None, tuned=None):
+    def __init__(self, target="cpu", database=None, jobs=None, tuned=None, quick=False):
         self.target, self.database, self.jobs = target, database, jobs
         self.tuned = dict(tuned or {})
+        self.quick = quick
 
     def found(self, kernels):
         """Per kernel: its Config from `tuned` or the database, else None."""
@@ -200,7 +310,7 @@ class NativeBackend:
         """A NativeStep running `kernels` in order over `views` ({id(tensor): ndarray});
         the kernels numbered in `apart` (the optimizer's) get translation units
         of their own."""
-        return NativeStep(kernels, views, self.found(kernels), self.jobs, apart)
+        return NativeStep(kernels, views, self.found(kernels), self.jobs, apart, self.quick)
 
     def function(self, outputs, inputs):
         """A callable(*arrays) -> tuple of fresh arrays computing `outputs`."""
@@ -218,13 +328,15 @@ class NativeStep:
 
     `found[n]` is kernel n's Config from the database, or None (default
     schedule); `configs` holds the schedule each kernel runs now and
-    `from_database` which came from the database.
+    `from_database` which came from the database. `quick`: start on quick
+    builds where the optimised ones are not cached (the module's "Quick
+    start"); `upgrading` is true until the optimised ones run.
 
     >>> step = NativeStep(kernels, views, [None] * len(kernels))  # doctest: +SKIP
     >>> step(); step.configs[0]                                   # doctest: +SKIP
     """
 
-    def __init__(self, kernels, views, found, jobs=None, apart=()):
+    def __init__(self, kernels, views, found, jobs=None, apart=(), quick=False):
         self.kernels = list(kernels)
         self.configs = [c or default_config(k) for c, k in zip(found, kernels)]
         self.from_database = [c is not None for c in found]
@@ -245,15 +357,26 @@ class NativeStep:
         texts = [kernel_c(f, not a) for f, a in zip(program.kernels, self._aliased)]
         same = shared_kernels(texts, [n in updates for n in range(len(kernels))])
         unique = [n for n, m in enumerate(same) if m == n]    # each compiled once
-        sizes = [len(texts[n]) for n in unique]
-        groups = translation_units(sizes, [j for j, n in enumerate(unique) if n in updates],
+        hot = {n for n in unique if quick and iterations(program.kernels[n].body) >= HOT_ITERATIONS}
+        groups = translation_units([len(texts[n]) for n in unique],
+                                   [(n in updates, n in hot) for n in unique],
                                    2 * (jobs or os.cpu_count() or 1))
         groups = [[unique[j] for j in g] for g in groups]
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)
-        self._pending = start_compile(sources + [entry_source], jobs)
+        at_once = {s for s, g in zip(sources, groups) if not quick or g[0] in hot}
+        members = dict(zip(sources, groups))
+
+        def first_build(source):
+            if source in at_once:
+                return optimised_build(source)
+            group = members.get(source, ())
+            return quick_build(source, group and (lambda: [self._alone(n) for n in group]))
+        self._pending = start_compile(sources + [entry_source], jobs, first_build)
         self._build = (groups, same, leaves, outputs, entry_source)
+        self._upgrade, self._quick, self._upgraded = None, set(), False   # (ids of quick builds)
+        self._threads = None     # OpenMP's thread count while an upgrade holds it at one
         self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])
         self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data + off * views[id(t)].itemsize)
@@ -269,8 +392,9 @@ class NativeStep:
         (on the first step, profile or swap: the caller's work until then --
         the trainer's parameter initialisation, the first batch -- ran
         while they compiled)."""
-        libraries = await_libraries(self._pending)
+        built = await_libraries(self._pending)
         groups, same, leaves, outputs, entry_source = self._build
+        libraries = [library for library, _ in built]
         entry_library = libraries.pop()
         self._errors = BuiltFunction(outputs, False, leaves, outputs, self.kernels, self.configs,
                                      self._program, entry_source, entry_library, None)
@@ -278,17 +402,85 @@ class NativeStep:
         self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(self.kernels)))
         self._pending = self._build = None
         for group, library in zip(groups, libraries):
-            for slot, n in enumerate(group):
-                self._install(Candidate(n, self.configs[n], library, slot))
+            for slot, n in enumerate(group):   # (a list: each kernel's own, from an upgrade)
+                self._install(Candidate(n, self.configs[n], library[slot], 0)
+                              if isinstance(library, list) else
+                              Candidate(n, self.configs[n], library, slot))
         for n, m in enumerate(same):
             if m != n:
                 self._install(Candidate(n, self.configs[n], self._running[m].library,
                                         self._running[m].slot))
+        self._quick = {id(library) for library, quick in built[:-1] if quick}
 
-    def __call__(self):
-        """Run one step."""
+    @property
+    def upgrading(self):
+        """Whether kernels still run quick builds with optimised ones to come."""
+        return bool(self._quick) and not self._upgraded
+
+    def quick_kernels(self):
+        """How many kernels run a quick build now."""
+        return sum(id(c.library) in self._quick for c in self._running if c is not None)
+
+    def _start_upgrade(self, seconds):
+        """Compile each kernel that runs a quick build optimised, on its own
+        (the code it shares with others once), the slowest first by
+        `seconds` (per kernel, of a timed step)."""
+        shared = {}   # (quick library, slot) -> [kernels running it, their seconds]
+        for n, running in enumerate(self._running):
+            if id(running.library) in self._quick:
+                entry = shared.setdefault((id(running.library), running.slot), [n, 0.0])
+                entry[1] += seconds[n]
+        order = sorted(shared.items(), key=lambda item: -item[1][1])
+        self._upgrade = Upgrade([(key, self._alone(n)) for key, (n, _) in order])
+        self._threads = set_threads(1)   # (the compiler takes a core: no barrier waits on it)
+
+    def _alone(self, n):
+        """The C of kernel n on its own (what an upgrade compiles)."""
+        return kernels_source([self._program.kernels[n]], [self._aliased[n]])
+
+    def _take_upgrades(self):
+        """Install the optimised builds compiled since the last step in the
+        table entries that still run their quick build (a kernel the tuner
+        swapped meanwhile keeps its schedule)."""
+        for key, library in self._upgrade.done():
+            if isinstance(library, Exception):
+                warnings.warn("NeoFlow: an optimised build failed; its kernel keeps running "
+                              f"its quick build: {library}", RuntimeWarning, stacklevel=3)
+                continue
+            for n, running in enumerate(self._running):
+                if (id(running.library), running.slot) == key:
+                    self._install(Candidate(n, running.config, library, 0))
+        if not self._upgrade.left:
+            self._upgrade, self._upgraded = None, True
+            self._restore_threads()
+
+    def _settle(self):
+        """Finish the first build, or take the upgrades done (before a step)."""
         if self._pending is not None:
             self._finish()
+        elif self._upgrade is not None:
+            self._take_upgrades()
+
+    def cancel_upgrade(self):
+        """Start no further optimised compile (the kernels not upgraded yet
+        keep their quick builds) and give the steps their OpenMP threads back."""
+        if self._upgrade is not None:
+            self._upgrade.cancel()
+        self._restore_threads()
+
+    def _restore_threads(self):
+        """Give the steps back the OpenMP threads an upgrade took."""
+        if self._threads is not None:
+            set_threads(self._threads)
+            self._threads = None
+
+    def __call__(self):
+        """Run one step (the one after a quick start's first: kernel by
+        kernel, timed, to order the upgrade)."""
+        if self._pending is None and self._upgrade is None and self.upgrading:
+            self.profile()
+            return
+        self._settle()
         if self._entry(self._pointers, self._err):
             self._raise()
 
@@ -297,8 +489,7 @@ class NativeStep:
 
         >>> seconds = step.profile()             # doctest: +SKIP
         """
-        if self._pending is not None:
-            self._finish()
+        self._settle()
         err, times = self._err, []
         for call, args in zip(self._calls, self._args):
             t0 = time.perf_counter()
@@ -306,6 +497,8 @@ class NativeStep:
             times.append(time.perf_counter() - t0)
             if err[0]:
                 self._raise()
+        if self.upgrading and self._upgrade is None:
+            self._start_upgrade(times)
         return times
 
     def prepare(self, index, config):

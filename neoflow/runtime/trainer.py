@@ -93,6 +93,13 @@ class Trainer:
     (tune to a budget, then train); `tuning_options`: an nf.TuningOptions
     (workers, budget, trials per kernel); `progress=True` shows a live line
     (step, loss, ms/step, kernels tuned / total).
+    `quick_start=True` (native backend): kernels not in the disk cache yet
+    start on quick builds (a third of the compile time, slower code) while
+    the optimised builds compile in the background and replace them between
+    steps -- an earlier first step, usually fewer steps in the first ten
+    seconds, and float32 results of the first steps that can differ in the
+    last bits from the default's, which waits for the optimised builds and
+    is reproducible bit for bit (docs/training.md, "Quick start").
 
     >>> with nf.Trainer(loss, optimizer=nf.optim.SGD(lr=0.1), tuning="off") as trainer:
     ...     for xb, yb in batches:
@@ -101,7 +108,7 @@ class Trainer:
 
     def __init__(self, loss, optimizer, target="cpu", tuning="off", database=None, seed=0,
                  nan_check="warn", backend="auto", fusion=True, *, tuning_options=None,
-                 progress=False, precision="fp32"):
+                 progress=False, precision="fp32", quick_start=False):
         started = time.perf_counter()
         self._started = started
         self._closed, self._tuner, self._bar = False, None, None
@@ -140,7 +147,8 @@ class Trainer:
             start = {k.key: c for k, c in zip(self.kernels, found) if c is not None}
             lookup = False
             self._tune_ahead()
-        self._backend = _make_backend(backend, target, lookup, start, precision)
+        self._backend = _make_backend(backend, target, lookup, start, precision,
+                                      quick_start and tuning != "ahead")
         self._convert = getattr(self._backend, "feed_value", as_input_array)
         if scans:
             self._backend = ScanBackend(self.graph, self._backend)
@@ -249,7 +257,8 @@ class Trainer:
         if graph.randoms:
             for t, state in zip(graph.randoms, self._random_states(graph.randoms, self._steps)):
                 ex.write(t, state)
-        profile = self._steps > 1 and self._profile_left > 0 and self._backend.name == "native"
+        profile = (self._steps > 1 and self._profile_left > 0 and self._backend.name == "native"
+                   and not ex.program.upgrading)    # (profile the optimised kernels)
         if profile:
             self._check_phase()
         times = ex.step(profile=profile)
@@ -475,7 +484,8 @@ class Trainer:
         largest first), tuning progress ("kernels_tuned" of
         "kernels_distinct", "swaps", "swaps_reverted", "swap_times_s",
         "tuning_errors"),
-        "compile_s", "tuning_s", "backend".
+        "compile_s", "tuning_s", "backend", "kernels_quick" (kernels still on
+        their quick build: quick_start).
 
         >>> trainer.stats()["step_ms"]
         0.42
@@ -489,6 +499,8 @@ class Trainer:
             used = getattr(step, "from_database", [])
             tuned, errors = len({k.key for k, db in zip(self.kernels, used) if db}), []
         tuning_s = self._tuning_s
+        program = self._executor.program if self._executor is not None else None
+        quick = getattr(program, "quick_kernels", None)
         if self.tuning == "background" and tuner.started_at is not None:
             tuning_s = (tuner.finished_at if tuner.done else time.monotonic()) - tuner.started_at
         return {"kernels": len(self.kernels), "kernels_unfused": len(self.unfused_graph.order),
@@ -503,6 +515,7 @@ class Trainer:
                 "swap_times_s": list(self._swap_times), "tuning_errors": errors,
                 "tuning_done": tuner is None or (tuner.started_at is not None and tuner.done),
                 "tuning_s": tuning_s, "compile_s": self._compile_s,
+                "kernels_quick": quick() if quick is not None else 0,
                 "backend": self._backend.name}
 
     def _profile_report(self):
@@ -529,6 +542,8 @@ class Trainer:
         keeps every result stored so far) and release the buffers; the
         trainer cannot be used afterwards."""
         self._closed = True
+        if self._executor is not None and hasattr(self._executor.program, "cancel_upgrade"):
+            self._executor.program.cancel_upgrade()
         if self._tuner is not None:
             self._tuner.close()
         if self._bar is not None:
@@ -581,11 +596,12 @@ def _check_options(target, tuning, nan_check, backend, options, precision):
     options.check()
 
 
-def _make_backend(name, target, database, start, precision="fp32"):
+def _make_backend(name, target, database, start, precision="fp32", quick=False):
     """The execution backend `name`; "auto" is native unless no C compiler is
     found (on target "cuda": the Triton backend, runtime/cuda.py). Native
     kernels take their schedule from `start` ({key: Config}),
-    else from the tuning `database`, else the default."""
+    else from the tuning `database`, else the default; `quick`: they start
+    on quick builds where the optimised ones are not cached (runtime/native.py)."""
     if target == "cuda":
         from .cuda import CudaBackend
         return CudaBackend(database, tuned=start, precision=precision)
@@ -600,4 +616,4 @@ def _make_backend(name, target, database, start, precision="fp32"):
     if name == "reference":
         return ReferenceBackend()
     from .native import NativeBackend
-    return NativeBackend(target, database, tuned=start)
+    return NativeBackend(target, database, tuned=start, quick=quick)
