@@ -61,3 +61,48 @@ def test_in_layout_and_flat_span():
     np.testing.assert_array_equal(span.numpy()[[0, 6, 8]], [1.0, 7.0, 9.0])
     t = base.t()
     assert torch.equal(flat_span(t, ((6, 4), (1, 6))), base.flatten())
+
+
+def _transposed_cell(x, w):
+    return (torch.tanh(x.t() @ w) * x.t().sin()[:, :1]).sum()
+
+
+def test_transposed_saves_stand_in_with_their_dims_in_memory_order(nf_backend):
+    from neoflow.frontends.torch.backend import _storage_order
+    assert _storage_order((4, 3), (1, 4)) == [1, 0]
+    assert _storage_order((2, 1, 3), (1, 7, 2)) == [2, 0]      # (a size-1 dim: any stride)
+    assert _storage_order((5, 3), (9, 1)) is None              # a split's piece: gaps
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(7, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(7, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    seen = len(compiled_for())
+    step = torch.compile(_transposed_cell, backend=nf_backend, options={"fallback": "error"},
+                         dynamic=False, fullgraph=True)
+    out = step(x, w)
+    out.backward()
+    got = (out.item(), x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    want = _transposed_cell(x, w)
+    want.backward()
+    np.testing.assert_allclose(got[0], want.item(), rtol=1e-12)
+    np.testing.assert_allclose(got[1].numpy(), x.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[2].numpy(), w.grad.numpy(), rtol=1e-10, atol=1e-12)
+    graphs = [gr for c in compiled_for()[seen:] for gr in c.graphs]
+    permuted = [(r, n) for gr in graphs for r in gr.runners
+                for n, lay in enumerate(r.layouts) if lay and _storage_order(*lay)]
+    assert permuted, "no transposed input was read in place"
+    for runner, n in permuted:
+        stand_in = runner.lowered[1][n]
+        shape, strides = runner.layouts[n]
+        assert len(stand_in.shape) == len([d for d in shape if d > 1]) > 1
+        assert sorted(stand_in.shape) == sorted(d for d in shape if d > 1)
+    runner, _ = permuted[0]
+    values = [torch.randn(tuple(s), dtype=dtype, generator=g) for s, dtype in runner._direct.inputs]
+    args = [torch.empty_strided(v.shape, lay[1], dtype=v.dtype).copy_(v) if lay else v
+            for v, lay in zip(values, runner.layouts)]
+    fast = runner(*args)
+    runner._direct = None                 # the checked call: the same span, reshaped
+    slow = runner(*args)
+    for a, b in zip(fast if isinstance(fast, tuple) else [fast],
+                    slow if isinstance(slow, tuple) else [slow]):
+        assert torch.equal(a, b)

@@ -91,6 +91,8 @@ CASES = {
                             + torch.clamp(a, -0.5, 0.5) + torch.rsqrt(b * b + 1)
                             + 1 / (a * a + 2) + (1 - a)), [r(3, 4), r(3, 4)]),
     "log1p_expm1": (lambda x: torch.log1p(x * x) * torch.expm1(x), [r(3, 5)]),
+    "trig_steps": (lambda x: torch.sin(x) * torch.cos(2 * x) + torch.floor(3 * x) * x
+                   + torch.ceil(3 * x) - torch.round(5 * x) * torch.sign(x) * x, [r(3, 7)]),
     "cumsum_flip": (lambda x: x.cumsum(1) * x.flip(0, 2) + x.cumsum(-1), [r(3, 4, 5)]),
     "broadcast": (lambda a, b, c: a * b + c - a / 3, [r(3, 1, 4), r(2, 1), r(4)]),
     "compare_where": (lambda a, b: torch.where(a > b, a, b) + torch.where(a <= 0.1, a * 2, b)

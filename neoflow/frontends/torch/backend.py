@@ -377,8 +377,9 @@ class Runner:
         results = direct(tensors) if direct is not None and direct.matches(tensors) else None
         if results is None:
             results = self._function(*[to_array(t) if layout is None else
-                                       to_array(flat_span(t, layout))
-                                       for t, layout in zip(tensors, self.layouts)])
+                                       to_array(flat_span(t, layout)).reshape(stand_in.shape)
+                                       for t, layout, stand_in in
+                                       zip(tensors, self.layouts, self.lowered[1])])
             if not isinstance(results, tuple):
                 results = (results,)
             results = [to_torch(r) for r in results]
@@ -406,10 +407,36 @@ def _strided(v):
     return tuple(v.shape), tuple(int(st) for st in v.stride())
 
 
+def _storage_order(shape, strides):
+    """The dims of a strided view, outermost first in memory, where the view
+    is a permutation of a dense array (a transposed save: no gaps, no
+    overlap); None where it is not (a split's piece). Size-1 dims are left
+    out (their strides mean nothing).
+
+    >>> _storage_order((4, 3), (1, 4))
+    [1, 0]
+    """
+    dims = sorted((d for d, n in enumerate(shape) if n > 1), key=lambda d: -strides[d])
+    step = 1
+    for d in reversed(dims):
+        if strides[d] != step:
+            return None
+        step *= shape[d]
+    return dims
+
+
 def _strided_stand_in(v, name, layout):
-    """A flat placeholder over the elements a strided view spans, and the
-    view of it the lowering reads (inlined into its readers: no copy)."""
+    """A placeholder over the elements a strided view spans, and the view of
+    it the lowering reads (inlined into its readers: no copy). A permuted
+    dense array stands in with its dims in memory order, so its readers
+    index it along its axes, as the schedules expect of a transposed
+    operand (packing, vector axes); anything else as a flat array."""
     shape, strides = layout
+    dims = _storage_order(shape, strides)
+    if dims:
+        base = placeholder(tuple(shape[d] for d in dims), te_dtype(v.dtype, name), name=name)
+        view = compute(shape, lambda *i: base[tuple(i[d] for d in dims)], name=f"{name}_view")
+        return base, view
     extent = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
     flat = placeholder((extent,), te_dtype(v.dtype, name), name=name)
     view = compute(shape, lambda *i: flat[sum((a * st for a, st in zip(i, strides)

@@ -10,8 +10,9 @@ not. An error the kernels report makes the call return None, so that the
 caller's checked call (the BuiltFunction's own) raises it by name.
 
 An input may be declared strided (`layouts`: its view shape and strides):
-the kernel reads it in place from its first element through a flat
-placeholder spanning it (backend.py), so no contiguous copy is made; a
+the kernel reads it in place from its first element through a placeholder
+over the elements it spans (backend.py: flat, or with the dims in memory
+order where it is a permuted dense array), so no contiguous copy is made; a
 tensor that arrives with other strides is first copied into that layout.
 
 Hands on: `Direct` (`Direct.of(function, layouts)` -> a Direct or None)

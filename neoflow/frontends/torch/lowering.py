@@ -193,7 +193,8 @@ UNARY = {
     aten.sigmoid.default: te.sigmoid, aten.sqrt.default: te.sqrt, aten.rsqrt.default: te.rsqrt,
     aten.erf.default: te.erf, aten.reciprocal.default: lambda v: 1 / v,
     aten.log1p.default: te.log1p, aten.expm1.default: te.expm1,
-    aten.floor.default: te.floor,
+    aten.floor.default: te.floor, aten.ceil.default: te.ceil, aten.round.default: te.round,
+    aten.sign.default: te.sign, aten.sin.default: te.sin, aten.cos.default: te.cos,
 }
 EXACT = {   # elementwise ops valid for every dtype (computed in the output's dtype)
     aten.neg.default: lambda v: -v, aten.abs.default: te.abs,
