@@ -119,7 +119,7 @@ def default_config(kernel, target="cpu"):
     _chain_sharing_stages(stages, configs, kernel.inputs)
     for n, (st, sc) in enumerate(zip(stages, configs)):   # schedule/split_reduce.py
         if not (n + 1 < len(configs) and configs[n + 1].compute_at):
-            apply_split(st, sc)
+            apply_split(st, sc, simd.threads)
     return Config(configs)
 
 

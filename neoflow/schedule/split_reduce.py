@@ -21,7 +21,9 @@ terms of each output are visited in the same order, summed as S partials
 -- one more cascade level, never less accurate.
 
 `choose_split` is the default's cost rule (RULE below): split when the
-parallel loop gives the threads too few tasks, or when the operands a
+parallel loop gives the threads (the target's, `Target.threads` from
+toolchain/target.py: OMP_NUM_THREADS, else this process's CPUs, read when
+the schedule is made) too few tasks, or when the operands a
 reduction streams exceed the cache that a chunk's should fit, as far as the
 split axis, a minimum chunk, the partials' own traffic and the contiguous
 runs of the operands a chunk leaves allow. The search space samples and
@@ -34,7 +36,6 @@ Hands on: `split_stages` (lower.py lowers its stages in place of one),
 """
 import contextlib
 import math
-import os
 import weakref
 
 import numpy as np
@@ -44,6 +45,7 @@ from ..te.arith import free_vars
 from ..te.expr import Binary, Const, IterVar, Read, Reduce
 from ..te.tensor import compute
 from ..te.visit import reads, substitute, transform
+from ..toolchain.target import target
 from .config import ConfigError, StageConfig, accumulator_size, loop_extent, validate_stage
 
 # The cost rule, as data (bytes, points, counts).
@@ -75,14 +77,6 @@ def default_splits_off():
         yield
     finally:
         RULE["max_parts"] = saved
-
-
-def threads():
-    """The threads a parallel loop runs on (OMP_NUM_THREADS, else this process's CPUs)."""
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def split_axis(st):
@@ -142,7 +136,9 @@ def _normal(extent, parts):
 
 
 def choose_split(st, sc, n_threads=None):
-    """The default part count for Stage `st` under its StageConfig `sc` (0: none).
+    """The default part count for Stage `st` under its StageConfig `sc` (0:
+    none), for a parallel loop on `n_threads` threads (default: the target's,
+    `target().threads`).
 
     >>> choose_split(Stage(dW), default_config(Kernel([dW])).stages[0], 2)   # doctest: +SKIP
     20
@@ -150,7 +146,7 @@ def choose_split(st, sc, n_threads=None):
     k = split_axis(st)
     if k is None or sc.compute_at:
         return 0
-    n_threads = n_threads or threads()
+    n_threads = n_threads or target().threads
     extent = st.reduce_axes[k].extent
     points = math.prod(a.extent for a in st.reduce_axes)
     outputs = math.prod(st.tensor.shape)
@@ -173,17 +169,18 @@ def choose_split(st, sc, n_threads=None):
     return parts if parts >= 2 else 0
 
 
-def apply_split(st, sc):
-    """Set `sc.split` to `choose_split`'s count; a split stage packs only the
-    operands not already contiguous along their panels' dimension (a chunk
-    of a contiguous one streams from cache as it is, where packing would
+def apply_split(st, sc, n_threads=None):
+    """Set `sc.split` to `choose_split`'s count (on `n_threads` threads,
+    default the target's); a split stage packs only the operands not
+    already contiguous along their panels' dimension (a chunk of a
+    contiguous one streams from cache as it is, where packing would
     first copy it whole through memory: the LSTM's dW at T=256 ran 2x slower
     packed; conv weights read across output channels still need panels).
 
     >>> apply_split(Stage(dW), sc); sc.split, sc.pack            # doctest: +SKIP
     (20, [])
     """
-    sc.split = choose_split(st, sc)
+    sc.split = choose_split(st, sc, n_threads)
     if sc.split:
         sc.pack = [n for n in sc.pack if st.packable[n][2] != st.packable[n][0].ndim - 1]
 

@@ -1,4 +1,5 @@
-# toolchain/target: the SIMD target kernels are generated for.
+# toolchain/target: the target kernels are generated for -- its SIMD and
+# the threads its parallel loops run on.
 #
 # What the C compiler builds for with this machine's flags (-march=native
 # where it takes it): the vector width in bytes, the architectural vector
@@ -13,18 +14,34 @@
 # registers then follow the table (32 on an AVX-512 machine gives AVX2's
 # 16 ymm registers). The schedules (register tiles, panels), the accumulate
 # pass and the C code generator (codegen/c's NF_VBYTES) all take the width
-# from here. Hands on: a `Target`.
+# from here.
+#
+# The threads (`Target.threads`) are OpenMP's: the first entry of
+# OMP_NUM_THREADS when the variable is a list of positive integers, else
+# the CPUs this process may use (its affinity; os.cpu_count() where the
+# system cannot say). On a value libgomp rejects ("0", "abc", "4,") it
+# prints "Invalid value for environment variable OMP_NUM_THREADS" and runs
+# on those CPUs; the target counts them too, with a RuntimeWarning. Read at
+# every target() call, like NEOFLOW_VECTOR_BYTES; the default schedule's
+# split sums (schedule/split_reduce.py) and the tuner's hardware
+# fingerprint (tune/hardware.py) take the count from here.
+# Hands on: a `Target`.
 from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 
 from neoflow.errors import NeoFlowError
 from neoflow.toolchain import cache
 
 ENV = "NEOFLOW_VECTOR_BYTES"
+THREADS_ENV = "OMP_NUM_THREADS"
+# what libgomp accepts: a comma-separated list of positive decimal integers
+_THREAD_LIST = re.compile(r"\s*\+?[0-9]+\s*(,\s*\+?[0-9]+\s*)*")
 
 # (macro the compiler predefines, vector bytes, vector registers), first match wins.
 _LEVELS = (("__AVX512F__", 64, 32), ("__AVX__", 32, 16), ("__ARM_NEON", 16, 32),
@@ -48,17 +65,20 @@ class TargetError(NeoFlowError):
 
 @dataclass(frozen=True)
 class Target:
-    """The SIMD target of generated kernels.
+    """The target of generated kernels: its SIMD (what the compiler builds
+    for) and the OpenMP `threads` a parallel loop runs on (0: not said -- a
+    Target made by hand, or the compiler's half from native_target()).
 
-    >>> t = Target(vector_bytes=64, vector_registers=32, fma=True)
-    >>> t.lanes("float32"), t.lanes("float64")
-    (16, 8)
+    >>> t = Target(vector_bytes=64, vector_registers=32, fma=True, threads=8)
+    >>> t.lanes("float32"), t.lanes("float64"), t.threads
+    (16, 8, 8)
     """
 
     vector_bytes: int
     vector_registers: int
     fma: bool
     overridden: bool = False
+    threads: int = 0
 
     def lanes(self, dtype: str) -> int:
         """Elements of `dtype` ("float32", "int64", ...) in one vector."""
@@ -73,20 +93,27 @@ class Target:
         return max(1, min(self.vector_bytes, AUTO_VECTOR_BYTES) // _SIZES[dtype])
 
     def describe(self) -> str:
-        """One line for people: '512-bit vectors, 32 registers, FMA'."""
+        """One line for people.
+
+        >>> Target(64, 32, True, threads=8).describe()
+        '512-bit vectors, 32 registers, FMA, 8 threads'
+        """
         how = f" ({ENV})" if self.overridden else ""
+        threads = f", {self.threads} thread{'s' if self.threads != 1 else ''}" \
+            if self.threads else ""
         return (f"{self.vector_bytes * 8}-bit vectors, {self.vector_registers} registers"
-                f"{', FMA' if self.fma else ''}{how}")
+                f"{', FMA' if self.fma else ''}{how}{threads}")
 
 
 def target() -> Target:
-    """The target kernels are generated for: the compiler's, unless
-    NEOFLOW_VECTOR_BYTES (read at every call) overrides the width.
+    """The target kernels are generated for: the compiler's SIMD, unless
+    NEOFLOW_VECTOR_BYTES overrides the width, on omp_threads() threads (both
+    variables read at every call).
 
-    >>> target().vector_bytes in (16, 32, 64)
-    True
+    >>> target().vector_bytes in (16, 32, 64), target().threads >= 1
+    (True, True)
     """
-    native = native_target()
+    native = replace(native_target(), threads=omp_threads())
     text = os.environ.get(ENV, "").strip()
     if not text:
         return native
@@ -95,13 +122,53 @@ def target() -> Target:
     width = int(text)
     if width == native.vector_bytes:
         return native
-    return Target(width, _REGISTERS[width], native.fma, overridden=True)
+    return replace(native, vector_bytes=width, vector_registers=_REGISTERS[width],
+                   overridden=True)
+
+
+def omp_threads(env=None) -> int:
+    """The threads an OpenMP parallel loop runs on in a process started with
+    `env` (default os.environ): the first entry of OMP_NUM_THREADS, else
+    the CPUs this process may use. A value OpenMP rejects (not a list of
+    positive integers: "0", "abc", "4,") is ignored as libgomp ignores it,
+    with a warning; an empty one counts as unset.
+
+    >>> omp_threads({"OMP_NUM_THREADS": "3,1"})
+    3
+    """
+    env = os.environ if env is None else env
+    text = env.get(THREADS_ENV, "")
+    if _THREAD_LIST.fullmatch(text):
+        counts = [int(n) for n in text.split(",")]
+        if min(counts) > 0:
+            return counts[0]
+    n = cpus()
+    if text.strip():
+        warnings.warn(f"{THREADS_ENV}={text!r} is not a list of positive integers; OpenMP "
+                      f"ignores it and so does NeoFlow: parallel loops run on the {n} "
+                      f"CPU{'s' if n != 1 else ''} this process may use", RuntimeWarning,
+                      stacklevel=2)
+    return n
+
+
+def cpus() -> int:
+    """The CPUs this process may use: its affinity (taskset, cgroups' cpusets),
+    else the machine's count.
+
+    >>> cpus() >= 1
+    True
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=None)
 def native_target() -> Target:
     """What the C compiler builds for with the kernels' flags (once per
-    process; a 16-byte SSE-like target without a compiler).
+    process; a 16-byte SSE-like target without a compiler): the SIMD half of
+    target(), its `threads` 0.
 
     >>> native_target().vector_registers in (16, 32)
     True
@@ -116,11 +183,18 @@ def native_target() -> Target:
     # CPU, so machines sharing a cache directory never read each other's answer
     identity = (fingerprint(cc, flags), "target")
     for candidate in _candidates():
-        if cache.probe_passed(cache.probe_key(*identity, repr(candidate))):
+        if cache.probe_passed(cache.probe_key(*identity, _probe_text(candidate))):
             return candidate
     found = _from_macros(_macros(cc.path, flags))
-    cache.record_probe(cache.probe_key(*identity, repr(found)))
+    cache.record_probe(cache.probe_key(*identity, _probe_text(found)))
     return found
+
+
+def _probe_text(t):
+    """What a probe records of Target `t`: its SIMD fields, in the text of
+    the repr before Target had `threads` (so recorded probes stay valid)."""
+    return (f"Target(vector_bytes={t.vector_bytes}, vector_registers={t.vector_registers}, "
+            f"fma={t.fma}, overridden={t.overridden})")
 
 
 def _candidates():
@@ -142,7 +216,7 @@ def _from_macros(macros):
     """The Target the predefined `macros` describe.
 
     >>> _from_macros({"__AVX__", "__AVX2__", "__FMA__"})
-    Target(vector_bytes=32, vector_registers=16, fma=True, overridden=False)
+    Target(vector_bytes=32, vector_registers=16, fma=True, overridden=False, threads=0)
     """
     _, width, registers = next(level for level in _LEVELS
                                if level[0] is None or level[0] in macros)

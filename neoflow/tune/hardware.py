@@ -10,7 +10,8 @@ Linux) conservative defaults stand in.
 
 Besides the CPU the fingerprint covers what else decides a kernel's time:
 the C compiler's version line and the flags kernels are built with, the
-OpenMP thread count they run with (OMP_NUM_THREADS, else the cores), the
+OpenMP thread count they run with (the target's, toolchain/target.py:
+OMP_NUM_THREADS, else this process's CPUs), the
 C code generator's version, and an optional tag (NEOFLOW_HARDWARE_TAG) for
 what NeoFlow cannot see -- or to keep simulated nodes of one host apart.
 Machines that agree on all of it share their records.
@@ -96,8 +97,9 @@ class Hardware:
 
 def detect(threads=None):
     """This machine's Hardware (read once per process), with kernels run on
-    `threads` OpenMP threads (default: what OMP_NUM_THREADS says, else the
-    cores -- what a measuring worker started from this process uses).
+    `threads` OpenMP threads (default: the target's, toolchain/target.py --
+    OMP_NUM_THREADS, else this process's CPUs: what a measuring worker
+    started from this process uses).
 
     >>> detect().cores >= 1
     True
@@ -105,34 +107,23 @@ def detect(threads=None):
     3
     """
     from ..toolchain.target import target
-    return _detect(omp_threads() if threads is None else int(threads),
-                   os.environ.get(TAG_ENV, ""), target())
+    simd = target()
+    return _detect(simd.threads if threads is None else int(threads),
+                   os.environ.get(TAG_ENV, ""), simd)
 
 
 @functools.lru_cache(maxsize=None)
 def _detect(threads, tag, simd):
+    from ..toolchain.target import cpus
     info = _cpuinfo()
     caches = _caches()
     compiler, build_flags = _toolchain()
-    return Hardware(cores=_cores(), simd_bytes=simd.vector_bytes, fma=simd.fma,
+    return Hardware(cores=cpus(), simd_bytes=simd.vector_bytes, fma=simd.fma,
                     l1=caches.get(1, _DEFAULT_CACHES[1]), l2=caches.get(2, _DEFAULT_CACHES[2]),
                     l3=caches.get(3, _DEFAULT_CACHES[3]),
                     model=info.get("model name", platform.processor() or "unknown").strip(),
                     arch=platform.machine(), threads=threads, compiler=compiler,
                     flags=build_flags, codegen=CODEGEN_VERSION, tag=tag)
-
-
-def omp_threads(env=None):
-    """The OpenMP threads a kernel gets in a process started with `env`
-    (default os.environ): the first number of OMP_NUM_THREADS, else the
-    cores this process may use.
-
-    >>> omp_threads({"OMP_NUM_THREADS": "3,1"})
-    3
-    """
-    env = os.environ if env is None else env
-    first = env.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    return int(first) if first.isdigit() and int(first) > 0 else _cores()
 
 
 def _toolchain():
@@ -144,13 +135,6 @@ def _toolchain():
         return cc.version, " ".join(compile_flags(cc, openmp=True, sanitize=False))
     except NeoFlowError:
         return "none", ""
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _cpuinfo():

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..errors import NeoFlowError
 from ..schedule import default_config
+from ..toolchain.target import cpus
 from .hardware import Hardware, detect
 from .measure import Cancelled, Measurement, SourceMeasurer, kernel_source, worker_specs
 from .runner import LocalRunner, Runner
@@ -152,7 +153,7 @@ class NodeActor:
         "node"} of this node with kernels on `threads` OpenMP threads
         (None: this node's cores), or {"error": text}."""
         import ray
-        threads = int(threads) if threads else len(os.sched_getaffinity(0))
+        threads = int(threads) if threads else cpus()
         hw = detect(threads)
         info = {"fingerprint": hw.fingerprint, "hardware": hw.to_dict(), "threads": threads,
                 "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),

@@ -130,6 +130,25 @@ def test_default_splits_weight_gradients_not_large_outputs():
     assert choose_split(st, copy.deepcopy(sc), n_threads=1) == 0   # one thread: nothing to share
 
 
+def test_default_split_takes_the_targets_thread_count(monkeypatch):
+    """Without n_threads choose_split (and default_config) use target().threads,
+    which follows OMP_NUM_THREADS at every call (nothing to clear)."""
+    v = nf.placeholder((1 << 16, 8), name="v")
+    r = nf.reduce_axis(1 << 16, name="r")
+    col = nf.compute((8,), lambda j: nf.sum(v[r, j] * v[r, j], axis=r), name="col")
+    st = Stage(col)
+    with default_splits_off():
+        sc = default_config(Kernel([col])).stages[0]
+    for n in (1, 2, 8):
+        monkeypatch.setenv("OMP_NUM_THREADS", str(n))
+        assert choose_split(st, copy.deepcopy(sc)) == choose_split(st, copy.deepcopy(sc), n)
+        assert default_config(Kernel([col])).stages[0].split == choose_split(st, sc, n)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert default_config(Kernel([col])).stages[0].split == 0
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert default_config(Kernel([col])).stages[0].split >= 2
+
+
 def test_max_reduction_and_bad_counts_refused():
     v = nf.placeholder((64, 8), name="v")
     r = nf.reduce_axis(64, name="r")

@@ -1,8 +1,13 @@
-"""The SIMD target (toolchain/target.py): found from the compiler, overridden
-by NEOFLOW_VECTOR_BYTES, and what the schedules make of it -- register tiles
-within the target's register budget, tuning records kept apart per width."""
+"""The target (toolchain/target.py): its SIMD found from the compiler,
+overridden by NEOFLOW_VECTOR_BYTES, and what the schedules make of it --
+register tiles within the target's register budget, tuning records kept
+apart per width; its threads from OMP_NUM_THREADS (a value OpenMP rejects
+falls back, with a warning, to this process's CPUs, as OpenMP does), read at
+every target() call (only the compiler's half, native_target(), is cached)."""
 import os
 import subprocess
+import warnings
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +17,8 @@ from neoflow.graph import kernels_for
 from neoflow.schedule import default_config, sample_config
 from neoflow.schedule.default import _register_tile, accumulators, channel_tile
 from neoflow.toolchain.compiler import compile_flags, find_compiler
-from neoflow.toolchain.target import ENV, Target, _from_macros, native_target, target
+from neoflow.toolchain.target import (ENV, THREADS_ENV, Target, _from_macros, _probe_text,
+                                      cpus, native_target, omp_threads, target)
 from neoflow.tune.hardware import detect
 
 
@@ -33,7 +39,7 @@ def _predefined(macro):
 def test_native_target_is_what_the_compiler_builds_for(monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     t = target()
-    assert t == native_target() and not t.overridden
+    assert replace(t, threads=0) == native_target() and not t.overridden
     if _predefined("__AVX512F__"):
         assert (t.vector_bytes, t.vector_registers) == (64, 32)
     elif _predefined("__AVX__"):
@@ -162,5 +168,48 @@ def test_detection_is_kept_in_the_kernel_cache(monkeypatch, tmp_path):
         native_target.cache_clear()
         monkeypatch.setattr(target_module, "_macros", lambda *a: pytest.fail("compiler asked"))
         assert native_target() == first
+        # a probe records the SIMD only: the same text whatever the threads
+        assert _probe_text(replace(first, threads=7)) == _probe_text(first)
     finally:
         native_target.cache_clear()
+
+
+def test_threads_follow_omp_num_threads(monkeypatch):
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert target().threads == 3 and target().describe().endswith(", 3 threads")
+    monkeypatch.setenv(THREADS_ENV, " 5 , 2")          # a nested list: the outer level's
+    assert target().threads == 5
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert target().threads == 1 and target().describe().endswith(", 1 thread")
+    monkeypatch.setenv(ENV, "16")                      # an overridden width keeps the threads
+    assert (target().vector_bytes, target().threads) == (16, 1)
+    monkeypatch.delenv(THREADS_ENV)
+    assert target().threads == cpus() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(THREADS_ENV, "")                # empty: unset, and no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert target().threads == cpus()
+    assert native_target().threads == 0                # the compiler's half says none
+    assert omp_threads({THREADS_ENV: "4,1"}) == 4 and omp_threads({}) == cpus()
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "abc", "4,", "4,0", "2.5", "0x3"])
+def test_threads_a_value_openmp_rejects_falls_back_with_a_warning(monkeypatch, bad):
+    """libgomp ignores such a value (printing 'Invalid value for environment
+    variable OMP_NUM_THREADS') and runs parallel loops on the CPUs the process
+    may use; the target says so too, rather than refuse to build kernels."""
+    monkeypatch.setenv(THREADS_ENV, bad)
+    with pytest.warns(RuntimeWarning, match=f"{THREADS_ENV}='{bad}' is not a list of "
+                                            "positive integers.*CPU"):
+        assert target().threads == cpus()
+
+
+def test_tuning_records_are_kept_apart_per_thread_count(monkeypatch):
+    """The hardware fingerprint (the tuning database's key) takes the
+    target's thread count: a schedule tuned on 2 threads is not used on 3."""
+    monkeypatch.setenv(THREADS_ENV, "2")
+    two = detect()
+    monkeypatch.setenv(THREADS_ENV, "3")
+    three = detect()
+    assert (two.threads, three.threads) == (2, 3) and two.fingerprint != three.fingerprint
+    assert detect(threads=2) == two                    # a worker's count given explicitly
