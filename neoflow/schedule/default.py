@@ -329,12 +329,22 @@ def _transposed_panel(st, lanes):
     spatial axis (dense's x[b, k] * W[j, k]), the operands to pack into
     panels along that axis -- which makes them contiguous there -- as numbers
     into `st.packable`; None when there is none, the axis is too short to
-    split into register tiles, or the reduction too short to pay for the copy."""
+    split into register tiles, the reduction too short to pay for the copy,
+    or another operand of the reduction depends on that axis (a masked
+    softmax's scores x[b, l * 64 + r] beside its mask m[l, r]: vectorised
+    along l they would be gathered; row by row both stream along r)."""
     last = f"s{len(st.spatial) - 1}"
     if not st.spatial or st.extent(last) <= 2 * lanes or math.prod(
             a.extent for a in st.reduce_axes) < 2 * lanes or _reuse(st, last) < lanes:
         return None
-    return [n for n, (_, axis, _) in enumerate(st.packable) if axis == last] or None
+    packed = [n for n, (_, axis, _) in enumerate(st.packable) if axis == last]
+    tensors = {id(st.packable[n][0]) for n in packed}
+    var = st.spatial[-1]
+    if any(id(r.tensor) not in tensors and any(id(var) in map(id, free_vars(i))
+                                               for i in r.indices)
+           for r in reads(st.reduction.body)):
+        return None
+    return packed or None
 
 
 def _small_window(st, lanes):

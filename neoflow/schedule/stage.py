@@ -165,8 +165,11 @@ def _packable(st):
     spatial = {id(v): f"s{d}" for d, v in enumerate(st.spatial)}
     out = []
     last = f"s{len(st.spatial) - 1}"
+    # (where nothing streams along the last axis, packing along it is what
+    # makes it a vector axis: a batched q . k^T's k[b, l, e] along l, not b)
+    along_last = not _streams_along_last(st)
     for tensor, rs in by_tensor.values():
-        prefer = last if tensor is not alias_source(tensor) else None
+        prefer = last if along_last or tensor is not alias_source(tensor) else None
         places = {_pack_place(r, spatial, prefer) if id(r) in inside else None for r in rs}
         if tensor.ndim >= 2 and len(places) == 1 and None not in places:
             axis, dim = places.pop()

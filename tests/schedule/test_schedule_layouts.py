@@ -42,6 +42,37 @@ def test_default_dense_packs_its_transposed_weight():
     np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
 
 
+def test_default_batched_q_kt_packs_k_along_the_output_columns():
+    # s[b, i, j] = sum_e q[b, i, e] * k[b, j, e]: k qualifies along b and along j; packed
+    # along j (the last axis) it streams there and the stage is register-blocked
+    q, kk = nf.placeholder((6, 37, 40), name="q"), nf.placeholder((6, 45, 40), name="k")
+    e = nf.reduce_axis(40, name="e")
+    s_ = nf.compute((6, 37, 45), lambda b, i, j: nf.sum(q[b, i, e] * kk[b, j, e], axis=e))
+    st = Stage(s_)
+    assert ("k", "s2", 1) in [(t.name, axis, dim) for t, axis, dim in st.packable]
+    f = nf.build(s_, [q, kk], database=False)
+    sc = f.configs[0].stages[0]
+    assert [st.packable[n][0].name for n in sc.pack] == ["k"] and sc.vectorize == "s2"
+    qv, kv = randn(6, 37, 40), randn(6, 45, 40)
+    np.testing.assert_allclose(f(qv, kv), np.einsum("bie,bje->bij", qv, kv), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_a_masked_row_reduction_runs_row_by_row():
+    # max over r of x[b, l * 64 + r] beside a mask m[l, r]: packing the mask along l
+    # would gather x with stride 64; row by row both stream along r
+    x = nf.placeholder((20, 40 * 48), name="x")
+    m = nf.placeholder((40, 48), dtype="bool", name="m")
+    r = nf.reduce_axis(48, name="r")
+    top = nf.compute((20, 40), lambda b, l: nf.max(nf.where(m[l, r], -np.inf, x[b, l * 48 + r]),
+                                                 axis=r))
+    f = nf.build(top, [x, m], database=False)
+    assert f.configs[0].stages[0].pack == [] and f.configs[0].stages[0].vectorize == "r0"
+    xv, mv = randn(20, 40 * 48), rng.random((40, 48)) < 0.3
+    want = np.where(mv[None], -np.inf, xv.reshape(20, 40, 48)).max(-1)
+    np.testing.assert_array_equal(f(xv, mv), want)
+
+
 @pytest.mark.usefixtures("avx2")
 def test_default_gemm_splits_columns_among_threads_when_b_outgrows_a():
     # N > M: each thread takes a range of column tiles (the panels it packed),
