@@ -30,6 +30,7 @@ import math
 
 from ..te.arith import interval, is_index_expr, linear_form
 from ..te.expr import Read, Reduce, Select
+from ..te.simplify import masked_exp
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
 from .decision import Decision
@@ -120,6 +121,8 @@ def fuse(outputs, keep=(), fusion=True):
 
     for t in order:
         body = transform(t.op.body, rebuild)
+        if fusion:
+            body = masked_exp(body)   # (a mask inlined into a softmax's exp)
         nt = t if body is t.op.body else Tensor(t.shape, t.dtype, t.name,
                                                 ComputeOp(t.op.axes, body))
         new[id(t)] = nt

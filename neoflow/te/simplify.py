@@ -18,7 +18,7 @@ from .arith import conjuncts, free_vars, interval, is_index_expr, linear_form, n
 from .evaluate import _binary, _identity, _unary
 from .expr import Binary, Cast, Const, IterVar, Read, Reduce, Select, Unary
 from .random import Random
-from .visit import children, post_order, substitute, with_children
+from .visit import children, post_order, substitute, transform, with_children
 
 
 class Structure:
@@ -69,6 +69,45 @@ def simplify(e, ranges=None):
     A[i]
     """
     return _Simplifier().run(e, dict(ranges or {}))
+
+
+def masked_exp(e):
+    """`e` with each `exp(where(c, -inf, x) - b)` (a masked softmax's
+    numerator) as `where(c, where(b > -inf, 0, nan), exp(x - b))`, and
+    `exp(where(c, -inf, x))` as `where(c, 0, exp(x))`: the same values, bit
+    for bit, but no -inf reaches exp. Vectorised exp takes a scalar slow path
+    for every vector holding an argument below about -87 (glibc's libmvec):
+    a causal attention's softmax ran 8x slower masked than unmasked.
+
+    >>> masked_exp(nf.exp(nf.where(j > i, -np.inf, S[i, j]) - M[i]))
+    where((j > i), where((M[i] > -inf), 0.0, nan), exp((S[i, j] - M[i])))
+    """
+    def rewrite(n):
+        if not (isinstance(n, Unary) and n.op == "exp"):
+            return n
+        arg, shift = n.a, None
+        if isinstance(arg, Binary) and arg.op == "sub" and isinstance(arg.a, Select):
+            arg, shift = arg.a, arg.b
+        if not isinstance(arg, Select):
+            return n
+        masked_first = _is_neg_inf(arg.t)
+        if not masked_first and not _is_neg_inf(arg.f):
+            return n
+        live = arg.f if masked_first else arg.t
+        dtype = n.dtype
+        if shift is None:
+            masked = Const(0.0, dtype)
+        else:
+            live = Binary("sub", live, shift, dtype)
+            finite = Binary("gt", shift, Const(-np.inf, shift.dtype), dt.BOOL)
+            masked = Select(finite, Const(0.0, dtype), Const(np.nan, dtype))
+        value = Unary("exp", live, dtype)
+        return Select(arg.cond, masked, value) if masked_first else Select(arg.cond, value, masked)
+    return transform(e, rewrite)
+
+
+def _is_neg_inf(e):
+    return isinstance(e, Const) and e.dtype in dt.FLOAT_DTYPES and e.value == -np.inf
 
 
 def merge_sums(e):
