@@ -19,25 +19,32 @@ def _split_cell(x, w):
     return (torch.sigmoid(a[:, :2]) * b[:, 1:3] + c).sum() + (a.exp() ** 2).sum()
 
 
-def test_saved_views_are_read_in_place_with_eager_gradients(nf_backend):
-    g = torch.Generator().manual_seed(4)
-    x = torch.randn(5, 6, dtype=torch.float64, generator=g, requires_grad=True)
-    w = torch.randn(6, 9, dtype=torch.float64, generator=g, requires_grad=True)
+def _graphs_with_eager_gradients(cell, x, w, backend, calls=1):
+    """Compile `cell` through the backend (fallback="error"), call it `calls`
+    times (the last runs what the first compiled), check its value and
+    gradients against eager in float64; the graph records it made."""
     seen = len(compiled_for())
-    step = torch.compile(_split_cell, backend=nf_backend, options={"fallback": "error"},
+    step = torch.compile(cell, backend=backend, options={"fallback": "error"},
                          dynamic=False, fullgraph=True)
-    for _ in range(2):                  # the second call runs what the first compiled
+    for _ in range(calls):
         x.grad = w.grad = None
         out = step(x, w)
         out.backward()
         got = (out.item(), x.grad.clone(), w.grad.clone())
     x.grad = w.grad = None
-    want = _split_cell(x, w)
+    want = cell(x, w)
     want.backward()
     np.testing.assert_allclose(got[0], want.item(), rtol=1e-12)
     np.testing.assert_allclose(got[1].numpy(), x.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got[2].numpy(), w.grad.numpy(), rtol=1e-10, atol=1e-12)
-    graphs = [gr for c in compiled_for()[seen:] for gr in c.graphs]
+    return [gr for c in compiled_for()[seen:] for gr in c.graphs]
+
+
+def test_saved_views_are_read_in_place_with_eager_gradients(nf_backend):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(6, 9, dtype=torch.float64, generator=g, requires_grad=True)
+    graphs = _graphs_with_eager_gradients(_split_cell, x, w, nf_backend, calls=2)
     forward = [gr for gr in graphs if gr["kind"] == "forward"]
     views = {op for gr in forward for op in gr["views"]}
     assert "aten.as_strided.default" in views           # the saved pieces: one call each
@@ -75,19 +82,7 @@ def test_transposed_saves_stand_in_with_their_dims_in_memory_order(nf_backend):
     g = torch.Generator().manual_seed(8)
     x = torch.randn(7, 5, dtype=torch.float64, generator=g, requires_grad=True)
     w = torch.randn(7, 3, dtype=torch.float64, generator=g, requires_grad=True)
-    seen = len(compiled_for())
-    step = torch.compile(_transposed_cell, backend=nf_backend, options={"fallback": "error"},
-                         dynamic=False, fullgraph=True)
-    out = step(x, w)
-    out.backward()
-    got = (out.item(), x.grad.clone(), w.grad.clone())
-    x.grad = w.grad = None
-    want = _transposed_cell(x, w)
-    want.backward()
-    np.testing.assert_allclose(got[0], want.item(), rtol=1e-12)
-    np.testing.assert_allclose(got[1].numpy(), x.grad.numpy(), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(got[2].numpy(), w.grad.numpy(), rtol=1e-10, atol=1e-12)
-    graphs = [gr for c in compiled_for()[seen:] for gr in c.graphs]
+    graphs = _graphs_with_eager_gradients(_transposed_cell, x, w, nf_backend)
     permuted = [(r, n) for gr in graphs for r in gr.runners
                 for n, lay in enumerate(r.layouts) if lay and _storage_order(*lay)]
     assert permuted, "no transposed input was read in place"
