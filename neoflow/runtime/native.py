@@ -375,7 +375,8 @@ class NativeStep:
             return quick_build(source, group and (lambda: [self._alone(n) for n in group]))
         self._pending = start_compile(sources + [entry_source], jobs, first_build)
         self._build = (groups, same, leaves, outputs, entry_source)
-        self._upgrade, self._quick, self._upgraded = None, set(), False   # (ids of quick builds)
+        # (the quick builds by id, held so no later library takes an id of theirs)
+        self._upgrade, self._quick, self._upgraded = None, {}, False
         self._threads = None     # OpenMP's thread count while an upgrade holds it at one
         self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
             *[views[id(t)].ctypes.data for t in leaves + outputs])
@@ -410,7 +411,7 @@ class NativeStep:
             if m != n:
                 self._install(Candidate(n, self.configs[n], self._running[m].library,
                                         self._running[m].slot))
-        self._quick = {id(library) for library, quick in built[:-1] if quick}
+        self._quick = {id(library): library for library, quick in built[:-1] if quick}
 
     @property
     def upgrading(self):
@@ -453,6 +454,8 @@ class NativeStep:
         if not self._upgrade.left:
             self._upgrade, self._upgraded = None, True
             self._restore_threads()
+            running = {id(c.library) for c in self._running}   # (a failed upgrade's stay)
+            self._quick = {k: v for k, v in self._quick.items() if k in running}
 
     def _settle(self):
         """Finish the first build, or take the upgrades done (before a step)."""
