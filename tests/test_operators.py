@@ -204,6 +204,19 @@ def test_softmax_float64_large_values():
                      [F.softmax(t(x), 1).numpy(), F.log_softmax(t(x), 1).numpy()], F64)
 
 
+def test_masked_softmax_with_a_fully_masked_row():
+    # (fusion's masked_exp moves the -inf out of exp: values as torch's, NaN rows included)
+    x = rand((5, 3, 9), 4) * 4
+    keep = np.tril(np.ones((3, 9), bool), 4)
+    keep[1] = False
+    X, K = ph(x, "x"), nf.placeholder(keep.shape, dtype="bool", name="keep")
+    scores = nf.compute(x.shape, lambda n, i, j: nf.where(K[i, j], X[n, i, j], -np.inf),
+                        name="scores")
+    masked = t(x).masked_fill(~torch.from_numpy(keep), -np.inf)
+    check_three_ways([nf.nn.softmax(scores, 2), nf.nn.log_softmax(scores, 2)], [X, K],
+                     [x, keep], [F.softmax(masked, 2).numpy(), F.log_softmax(masked, 2).numpy()])
+
+
 # -------------------------------------------------------------- 9. layer norm
 
 @pytest.mark.parametrize("xshape,nshape", [((7, 1), (1,)), ((4, 33), (33,)), ((2, 3, 7), (3, 7))])
