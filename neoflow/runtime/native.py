@@ -113,13 +113,7 @@ def start_compile(sources, jobs=None, build=compile_c):
     return pending
 
 
-def optimised_build(source, compile=compile_c):
-    """`(library, False)`: `source` compiled optimised (the disk cache's when
-    it has it)."""
-    return compile(source), False
-
-
-def quick_build(source, alone=(), compile=compile_c):
+def quick_build(source, alone=()):
     """`(library, quick)`: the optimised library of `source` where the disk
     cache has it (quick False); else, where it has the optimised library of
     every kernel of `source` on its own (`alone`: a callable giving their
@@ -135,7 +129,7 @@ def quick_build(source, alone=(), compile=compile_c):
         each = [cached_c(s) for s in alone()]
         if all(each):
             return each, False
-    return compile(source, quick=True), True
+    return compile_c(source, quick=True), True
 
 
 def _libgomp():
@@ -365,12 +359,12 @@ class NativeStep:
         sources = [kernels_source([program.kernels[n] for n in g], [self._aliased[n] for n in g])
                    for g in groups]
         entry_source = generate_entry(program)
-        at_once = {s for s, g in zip(sources, groups) if not quick or g[0] in hot}
+        at_once = {s for s, g in zip(sources, groups) if g[0] in hot}
         members = dict(zip(sources, groups))
 
-        def first_build(source):
-            if source in at_once:
-                return optimised_build(source)
+        def first_build(source):   # (the entry too: quick where the kernels may be)
+            if not quick or source in at_once:
+                return compile_c(source), False
             group = members.get(source, ())
             return quick_build(source, group and (lambda: [self._alone(n) for n in group]))
         self._pending = start_compile(sources + [entry_source], jobs, first_build)

@@ -206,3 +206,18 @@ def test_a_network_upgraded_before_starts_on_its_kernels_own_builds(fresh_cache)
     with nf.Trainer(loss, nf.optim.SGD(0.1)) as default:
         expected = [default.step(batch) for _ in losses]
     np.testing.assert_allclose(losses, expected, rtol=1e-6)
+
+
+def test_the_default_builds_nothing_quick(fresh_cache, monkeypatch):
+    flags_seen = []
+    real = driver.compile_shared
+
+    def recording(cc, flags, c_file, out):
+        flags_seen.append(tuple(flags))
+        return real(cc, flags, c_file, out)
+    monkeypatch.setattr(driver, "compile_shared", recording)
+    loss, batch = _mlp(hidden=17)
+    with nf.Trainer(loss, nf.optim.SGD(0.1)) as trainer:      # (the step's entry included)
+        trainer.step(batch)
+        trainer.step(batch)
+    assert flags_seen and not any("-DNF_QUICK" in f for f in flags_seen)
