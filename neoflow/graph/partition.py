@@ -30,7 +30,7 @@ import math
 
 from ..te.arith import interval, is_index_expr, linear_form
 from ..te.expr import Read, Reduce, Select
-from ..te.simplify import masked_exp
+from ..te.simplify import masked_exp_rule
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
 from .decision import Decision
@@ -119,10 +119,10 @@ def fuse(outputs, keep=(), fusion=True):
             return substitute(bodies[id(src)], dict(zip(axes, n.indices)))
         return Read(new[id(src)], n.indices)
 
+    # (with inlining, a mask inlined into a softmax's exp moves out of it)
+    step = (lambda n: masked_exp_rule(rebuild(n))) if fusion else rebuild
     for t in order:
-        body = transform(t.op.body, rebuild)
-        if fusion:
-            body = masked_exp(body)   # (a mask inlined into a softmax's exp)
+        body = transform(t.op.body, step)
         nt = t if body is t.op.body else Tensor(t.shape, t.dtype, t.name,
                                                 ComputeOp(t.op.axes, body))
         new[id(t)] = nt

@@ -82,28 +82,32 @@ def masked_exp(e):
     >>> masked_exp(nf.exp(nf.where(j > i, -np.inf, S[i, j]) - M[i]))
     where((j > i), where((M[i] > -inf), 0.0, nan), exp((S[i, j] - M[i])))
     """
-    def rewrite(n):
-        if not (isinstance(n, Unary) and n.op == "exp"):
-            return n
-        arg, shift = n.a, None
-        if isinstance(arg, Binary) and arg.op == "sub" and isinstance(arg.a, Select):
-            arg, shift = arg.a, arg.b
-        if not isinstance(arg, Select):
-            return n
-        masked_first = _is_neg_inf(arg.t)
-        if not masked_first and not _is_neg_inf(arg.f):
-            return n
-        live = arg.f if masked_first else arg.t
-        dtype = n.dtype
-        if shift is None:
-            masked = Const(0.0, dtype)
-        else:
-            live = Binary("sub", live, shift, dtype)
-            finite = Binary("gt", shift, Const(-np.inf, shift.dtype), dt.BOOL)
-            masked = Select(finite, Const(0.0, dtype), Const(np.nan, dtype))
-        value = Unary("exp", live, dtype)
-        return Select(arg.cond, masked, value) if masked_first else Select(arg.cond, value, masked)
-    return transform(e, rewrite)
+    return transform(e, masked_exp_rule)
+
+
+def masked_exp_rule(n):
+    """`masked_exp` at one node whose children are rewritten already (for a
+    `transform` doing other work too: graph/partition's inlining)."""
+    if not (isinstance(n, Unary) and n.op == "exp"):
+        return n
+    arg, shift = n.a, None
+    if isinstance(arg, Binary) and arg.op == "sub" and isinstance(arg.a, Select):
+        arg, shift = arg.a, arg.b
+    if not isinstance(arg, Select):
+        return n
+    masked_first = _is_neg_inf(arg.t)
+    if not masked_first and not _is_neg_inf(arg.f):
+        return n
+    live = arg.f if masked_first else arg.t
+    dtype = n.dtype
+    if shift is None:
+        masked = Const(0.0, dtype)
+    else:
+        live = Binary("sub", live, shift, dtype)
+        finite = Binary("gt", shift, Const(-np.inf, shift.dtype), dt.BOOL)
+        masked = Select(finite, Const(0.0, dtype), Const(np.nan, dtype))
+    value = Unary("exp", live, dtype)
+    return Select(arg.cond, masked, value) if masked_first else Select(arg.cond, value, masked)
 
 
 def _is_neg_inf(e):
