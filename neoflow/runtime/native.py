@@ -113,12 +113,12 @@ def start_compile(sources, jobs=None, build=compile_c):
     return pending
 
 
-def quick_build(source, alone=()):
+def quick_build(source, alone=(), compile=compile_c):
     """`(library, quick)`: the optimised library of `source` where the disk
     cache has it (quick False); else, where it has the optimised library of
     every kernel of `source` on its own (`alone`: a callable giving their
     sources, as an upgrade compiles them), the list of those (False); else a
-    quick build of `source` (True).
+    quick build of `source` (True), by `compile`.
 
     >>> library, quick = quick_build("int f(void) { return 1; }")
     """
@@ -129,7 +129,7 @@ def quick_build(source, alone=()):
         each = [cached_c(s) for s in alone()]
         if all(each):
             return each, False
-    return compile_c(source, quick=True), True
+    return compile(source, quick=True), True
 
 
 def _libgomp():
@@ -362,11 +362,14 @@ class NativeStep:
         at_once = {s for s, g in zip(sources, groups) if g[0] in hot}
         members = dict(zip(sources, groups))
 
+        compile = compile_c   # (bound here: the compiles this constructor starts, done later)
+
         def first_build(source):   # (the entry too: quick where the kernels may be)
             if not quick or source in at_once:
-                return compile_c(source), False
+                return compile(source), False
             group = members.get(source, ())
-            return quick_build(source, group and (lambda: [self._alone(n) for n in group]))
+            return quick_build(source, group and (lambda: [self._alone(n) for n in group]),
+                               compile)
         self._pending = start_compile(sources + [entry_source], jobs, first_build)
         self._build = (groups, same, leaves, outputs, entry_source)
         # (the quick builds by id, held so no later library takes an id of theirs)
