@@ -93,7 +93,15 @@ SMALL_WINDOW = 32         # reduce points below which a reduction vectorises acr
 # conv_transpose2d's weight gradient 69 against 79 and a 3x3/2 input gradient
 # 61 against 72 (no rule found that tells them apart; the search tries both).
 # 12-14 points by 2 vectors were slower than 8 everywhere.
-CHANNEL_TILES = {16: (2, (5,)), 32: (1, (5,))}
+# The third entry: a row of at most that many points is one tile, and where it
+# is shorter, rows of a second output axis join the tile up to that many
+# points. AVX-512, DCGAN's 4x4/2 discriminator convs at batch 16 (in process,
+# quiet machine): 64->128ch onto 8x8, the whole row of 8 against 5 + a tail
+# of 3: 193 against 126 GFLOP/s; 128->256ch onto 4x4, 2 rows x 4 against
+# 1 x 4: 136-159 against 78-86 (3 or 4 rows: 92-110); ResNet's 3x3 on
+# 56-wide rows keeps 5 (8 there: 136 against 168). Not measured on AVX2,
+# which keeps its tile (0: no short-row rule).
+CHANNEL_TILES = {16: (2, (5,), 0), 32: (1, (5,), 8)}
 
 
 GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
@@ -401,10 +409,29 @@ def channel_tile(registers, extent):
     >>> channel_tile(16, 56), channel_tile(32, 56), channel_tile(32, 3)
     ((2, 5), (1, 5), (1, 3))
     """
-    vectors, candidates = CHANNEL_TILES.get(registers) or (
-        2, (max(1, accumulators(registers) // 2 - 1),))
+    vectors, candidates, short = _channel_tiles(registers)
+    if extent <= short:
+        return vectors, extent
     rows = min(candidates, key=lambda r: _tail_cost(extent, r))
     return vectors, min(rows, extent)
+
+
+def channel_rows(registers, points, extent):
+    """Rows of a second output axis (of `extent`) that join a channel-blocked
+    tile of `points` points: a short whole row (see CHANNEL_TILES), up to
+    the target's short-row points, with the fewest tails; 1 for none.
+
+    >>> channel_rows(32, 4, 4), channel_rows(32, 8, 8), channel_rows(32, 2, 7), channel_rows(16, 4, 4)
+    (2, 1, 2, 1)
+    """
+    most = min(_channel_tiles(registers)[2] // points, extent)
+    if most < 2:
+        return 1
+    return min(range(most, 1, -1), key=lambda r: _tail_cost(extent, r))
+
+
+def _channel_tiles(registers):
+    return CHANNEL_TILES.get(registers) or (2, (max(1, accumulators(registers) // 2 - 1),), 0)
 
 
 def _tail_cost(extent, f):
@@ -569,32 +596,45 @@ def _channel_blocked(st, n, lanes, registers):
     by a few points of a row axis (`channel_tile`) -- the last one, unless
     the reduction's `where=` range depends on it (a strided conv's input
     gradient), then the widest one it does not depend on -- reduce loops
-    outside the tile. Every
+    outside the tile; a short row takes rows of the next free axis out
+    (`channel_rows`). Every
     operand packable along the channels is packed (a weight shared by two
     applications, as a GAN's discriminator on real and fake images, has a
     gradient summing two products: unpacked, the second reads strided
     vectors, 4x slower)."""
     tensor, sc_axis, _ = st.packable[n]
     tile = _unsplit(st)
-    sv = _channel_rows(st, sc_axis)
-    vectors, rows = channel_tile(registers, 1 if sv is None else st.extent(sv))
+    free = _tile_free_axes(st, sc_axis)
+    sv = _channel_row_axis(st, free)
+    vectors, points = channel_tile(registers, 1 if sv is None else st.extent(sv))
     tile[sc_axis] = [vectors * lanes]
-    if sv is not None:
-        if rows < st.extent(sv):
-            tile[sv] = [rows]
+    if sv is not None and points < st.extent(sv):
+        tile[sv] = [points]
+    # a short row: rows of the next free axis out join the tile
+    outward = [d for d in free if sv is not None and not tile[sv] and d < int(sv[1:])]
+    su = f"s{max(outward)}" if outward else None
+    rows = 1 if su is None else channel_rows(registers, points, st.extent(su))
+    if rows > 1:
+        tile[su] = [rows]
+    factors = {a: f for a, f in ((su, rows), (sv, points)) if a == sv or (a and f > 1)}
     outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]
-    inner = ([] if sv is None else [f"{sv}.{len(tile[sv])}"]) + [f"{sc_axis}.1"]
+    inner = [f"{a}.{len(tile[a])}" for a in factors if a is not None] + [f"{sc_axis}.1"]
+    unroll = {f"{a}.{len(tile[a])}": f for a, f in factors.items() if a is not None and f > 1}
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
     pack = [m for m, (_, axis, _) in enumerate(st.packable) if axis == sc_axis]
     return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
-                       vectorize=sc_axis, unroll={inner[0]: rows} if rows >= 2 else {},
-                       cache_write=True, pack=pack)
+                       vectorize=sc_axis, unroll=unroll, cache_write=True, pack=pack)
 
 
-def _channel_rows(st, sc_axis):
-    """The row axis of a channel-blocked tile (see _channel_blocked), or None."""
+def _tile_free_axes(st, sc_axis):
+    """Output axes (numbers) a channel-blocked tile may take points from: not
+    the channels, nor one the reduction's `where=` range depends on."""
     bound = {id(v) for v in free_vars(st.reduction.cond)} if st.reduction.cond is not None else set()
-    free = [d for d, a in enumerate(st.spatial) if f"s{d}" != sc_axis and id(a) not in bound]
+    return [d for d, a in enumerate(st.spatial) if f"s{d}" != sc_axis and id(a) not in bound]
+
+
+def _channel_row_axis(st, free):
+    """The row axis of a channel-blocked tile (see _channel_blocked), or None."""
     last = len(st.spatial) - 1
     if not free:
         return None

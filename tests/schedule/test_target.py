@@ -9,13 +9,14 @@ import subprocess
 import warnings
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import neoflow as nf
 from neoflow.errors import NeoFlowError
 from neoflow.graph import kernels_for
 from neoflow.schedule import default_config, sample_config
-from neoflow.schedule.default import _register_tile, accumulators, channel_tile
+from neoflow.schedule.default import _register_tile, accumulators, channel_rows, channel_tile
 from neoflow.toolchain.compiler import compile_flags, find_compiler
 from neoflow.toolchain.target import (ENV, THREADS_ENV, Target, _from_macros, _probe_text,
                                       cpus, native_target, omp_threads, target)
@@ -135,6 +136,31 @@ def test_default_conv_channel_tile_follows_the_target(width, bytes_, channels, r
     sc = default_config(kernels_for([_conv(64, 48, 56)])[-1]).stages[-1]
     assert sc.tile["s1"] == [channels] and sc.vectorize == "s1"
     assert sc.tile["s3"] == [rows] and sc.unroll == {"s3.1": rows}
+
+
+@pytest.mark.parametrize("bytes_, tile, unroll", [
+    ("64", {"s1": [16], "s2": [2], "s3": []}, {"s2.1": 2, "s3.0": 4}),
+    ("32", {"s1": [16], "s2": [], "s3": []}, {"s3.0": 4})])
+def test_a_short_conv_row_takes_rows_of_the_next_axis(width, bytes_, tile, unroll):
+    """A 4x4/2 conv onto 4x4: on AVX-512 the tile is 2 rows x the whole row
+    of 4 (8 points, not 4); AVX2 keeps its 2 vectors x 4. Both agree with
+    the reference evaluator."""
+    width(bytes_)
+    x, w = nf.placeholder((3, 16, 8, 8), name="x"), nf.placeholder((32, 16, 4, 4), name="w")
+    y = nf.nn.conv2d(x, w, stride=2, padding=1)
+    f = nf.build(y, [x, w], database=False)
+    sc = f.configs[0].stages[0]
+    assert {a: sc.tile[a] for a in tile} == tile and sc.unroll == unroll
+    rng = np.random.default_rng(0)
+    xv, wv = (rng.standard_normal(t.shape).astype(np.float32) for t in (x, w))
+    np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4, atol=1e-4)
+
+
+def test_channel_rows_fill_a_short_tile():
+    assert [channel_rows(32, p, 16) for p in (1, 2, 3, 4, 5, 8)] == [8, 4, 2, 2, 1, 1]
+    assert channel_rows(32, 4, 3) == 2 and channel_rows(32, 2, 6) == 3   # fewest tails
+    assert channel_rows(16, 2, 16) == 1                                  # AVX2: none
+    assert channel_tile(32, 8) == (1, 8) and channel_tile(32, 9) == (1, 5)
 
 
 def test_search_space_samples_two_wide_vectors(width):
