@@ -22,6 +22,14 @@ convolution's compute carries it as its adjoint rule for the input
 (autodiff/reverse.py), so a training step's strided convolutions -- and
 conv_transpose2d, which is this gradient -- get it.
 
+Each phase starts at its own first position where that start is affine in
+the phase (always for stride 2): with padding 1, phase 0 holds positions
+1..n and phase 1 0..n-1, so both are n long, not the n + 1 of their union
+(`_phase_shift`). The phase compute carries its own input gradient as an
+adjoint rule too (`_phases_input_grad`, for conv_transpose2d's input): the
+strided convolution read back through the phases with the positions
+guarded in the value, which the schedules block like a forward convolution.
+
 It lives in the operator, as its gradient rule, rather than in the
 schedule: the split changes the iteration space (phase axes, a new tap
 variable t in place of the output row), which a schedule -- tiling and
@@ -39,6 +47,11 @@ EDGE_WASTE = 1.25   # taps multiplied by zero (edge guards in the value) per use
                     # loaded machine) on the CapsNet primary layer's dx (9x9/2, 20x20 -> 6x6,
                     # 2.8x waste): 448 ms bounded, 832 ms guarded, 624 ms the solver's form;
                     # DCGAN's 4x4/2 16->32 (1.2x): 61 ms guarded, 79 bounded, 108 the solver's
+INPUT_EDGE_WASTE = 1.5  # the same bound for the phases' own input gradient (_phases_input_grad):
+                        # guarded against the solver's bounded taps, DCGAN's generator (batch
+                        # 16, quiet machine): 256->128ch from 4x4 (1.31x waste) 2.0 against
+                        # 5.9 ms, 128->64ch from 8x8 (1.14x) 1.46 against 1.58; above 1.5
+                        # not measured, so the solver's form stays
 DEPTHWISE_MIN_WIDTH = 64   # measured, one thread, loaded machine, ms, solver's form -> split,
                            # depthwise 3x3/2 dx: 24ch 112x112 217 -> 43; 96ch 56x56 78 -> 130;
                            # 144ch 28x28 47 -> 80 (the solver's form of a narrow image gets the
@@ -80,10 +93,10 @@ def input_grad(g, x, w, geometry, phase_weight=False):
     cout_g = cout // groups
     phased = [d for d in range(nd) if stride[d] > 1]
     a0 = [lo[d] // stride[d] for d in range(nd)]
-    extent = [(lo[d] + sizes[d] - 1) // stride[d] - a0[d] + 1 if stride[d] > 1 else sizes[d]
-              for d in range(nd)]
+    shift = [_phase_shift(stride[d], lo[d], sizes[d]) for d in range(nd)]
+    extent = [shift[d][2] for d in range(nd)]
     taps = [-(-ks[d] // stride[d]) for d in range(nd)]
-    exact = _waste(stride, lo, dilation, ks, out, a0, extent, taps) > EDGE_WASTE
+    exact = _waste(stride, lo, dilation, ks, out, a0, shift, taps) > EDGE_WASTE
     wp = _phase_weight(w, stride, phased, taps) if phase_weight else None
     rj = te.reduce_axis(cout_g, name="rj") if cout_g > 1 else None
     rt = [te.reduce_axis(t, name=f"t{d}") if t > 1 else None for d, t in enumerate(taps)]
@@ -98,11 +111,14 @@ def input_grad(g, x, w, geometry, phase_weight=False):
         orow, guard, ranges = [], [], []
         for d in range(nd):
             s, t = stride[d], rt[d]
-            if s > 1:   # P = s*(a + a0) + r, k = r + s*t, o = a + a0 - t
-                o = affine((pos[d], 1), (t, -1), const=a0[d])
+            if s > 1:   # P = s*(a + a0 + b + c*r) + r, k = r + s*t, o = a + a0 + b + c*r - t
+                b, c, _ = shift[d]
+                o = affine((pos[d], 1), (t, -1), (phase[d], c), const=a0[d] + b)
                 if t is not None and ks[d] % s:
                     ranges.append(affine((phase[d], 1), (t, s)) <= ks[d] - 1)
-                first, last = a0[d] - (taps[d] - 1), a0[d] + extent[d] - 1
+                lows = [b + c * r for r in range(s)]
+                first = a0[d] + min(lows) - (taps[d] - 1)
+                last = a0[d] + max(lows) + extent[d] - 1
             else:       # P = h + lo, k = t, o = h + lo - dilation * t
                 o = affine((pos[d], 1), (t, -dilation[d]), const=lo[d])
                 first, last = lo[d] - dilation[d] * (ks[d] - 1), sizes[d] - 1 + lo[d]
@@ -133,16 +149,73 @@ def input_grad(g, x, w, geometry, phase_weight=False):
 
     shape = x.shape[:cdim] + (cin,) + tuple(stride[d] for d in phased) + tuple(extent)
     D = te.compute(shape, body, name=f"d{x.name}_phases")
+    if _waste(stride, lo, dilation, ks, out, a0, shift, taps, of_input=True) <= INPUT_EDGE_WASTE:
+        layout = (cdim, stride, lo, dilation, groups, out, a0, shift, taps)
+        D.op.adjoint_rules = ((g, lambda adj: _phases_input_grad(adj, g, w, wp, layout),
+                               D.op.body),)
 
     def gather(*idx):
         batch, ic, h = idx[:cdim], idx[cdim], idx[cdim + 1:]
-        phase = [(h[d] + lo[d]) % stride[d] for d in phased]
-        pos = [(h[d] + lo[d]) // stride[d] - a0[d] if stride[d] > 1 else h[d]
-               for d in range(nd)]
-        return D[tuple(batch) + (ic,) + tuple(phase) + tuple(pos)]
+        phase = {d: (h[d] + lo[d]) % stride[d] for d in phased}
+        pos = [(h[d] + lo[d]) // stride[d] - a0[d] - shift[d][0] - shift[d][1] * phase[d]
+               if stride[d] > 1 else h[d] for d in range(nd)]
+        return D[tuple(batch) + (ic,) + tuple(phase.values()) + tuple(pos)]
 
     return te.compute(x.shape, gather, name=f"d{x.name}")
 
+
+
+def _phases_input_grad(adj, g, w, wp, layout):
+    """The gradient of the phase compute D by its input `g` (a transposed
+    convolution's input), given D's adjoint `adj`: the strided convolution
+    read back through the phases,
+
+        dg[n, oc, o] = sum_{c, r, t} adj[n, c, r, o - a0 - b - c*r + t] * w[oc, c, r + s*t]
+
+    each phase's positions guarded in the value (zero outside the phase),
+    so that, like a forward convolution, it has no tap range that moves with
+    the output point. Derived by the index solver it had one (the positions
+    bound the tap loops), which took the output rows from the channel tile:
+    DCGAN's generator 58 GFLOP/s."""
+    cdim, stride, lo, dilation, groups, out, a0, shift, taps = layout
+    nd = len(stride)
+    phased = [d for d in range(nd) if stride[d] > 1]
+    ks, extent = w.shape[2:], adj.shape[-nd:]
+    cout, cin_g = w.shape[0], w.shape[1]
+    cout_g = cout // groups
+    rc = te.reduce_axis(cin_g, name="rc") if cin_g > 1 else None
+    rr = {d: te.reduce_axis(stride[d], name=f"r{d}") for d in phased}
+    rt = [te.reduce_axis(n, name=f"t{d}") if n > 1 else None for d, n in enumerate(taps)]
+
+    def body(*idx):
+        batch, oc, o = idx[:cdim], idx[cdim], idx[cdim + 1:]
+        grp = None if groups == 1 else oc // cout_g
+        ic = affine((grp, cin_g), (rc, 1))
+        pos, guard, ranges = [], [], []
+        for d in range(nd):
+            if d in rr:   # o = a + a0 + b + c*r - t
+                b, c, _ = shift[d]
+                a = affine((o[d], 1), (rr[d], -c), (rt[d], 1), const=-a0[d] - b)
+                if rt[d] is not None and ks[d] % stride[d]:
+                    ranges.append(affine((rr[d], 1), (rt[d], stride[d])) <= ks[d] - 1)
+            else:         # o = h + lo - dilation * t
+                a = affine((o[d], 1), (rt[d], dilation[d]), const=-lo[d])
+            guard += [a >= 0, a <= extent[d] - 1]
+            pos.append(a)
+        value = te.where(conjunction(guard), adj[tuple(batch) + (ic,) + tuple(
+            rr[d] for d in phased) + tuple(pos)], 0)
+        local = 0 if cin_g == 1 else rc
+        taps_ = tuple(0 if t is None else t for t in rt)
+        if wp is not None:
+            weight = wp[(oc, local) + tuple(rr[d] for d in phased) + taps_]
+        else:
+            weight = w[(oc, local) + tuple(
+                affine((rr[d], 1), (taps_[d], stride[d])) if d in rr else taps_[d]
+                for d in range(nd))]
+        axes = [a for a in [rc, *rr.values(), *rt] if a is not None]
+        return te.sum(value * weight, axis=axes, where=conjunction(ranges))
+
+    return te.compute(g.shape, body, name=f"d{g.name}")
 
 
 def _phase_weight(w, stride, phased, taps):
@@ -168,19 +241,48 @@ def _phase_weight(w, stride, phased, taps):
     return te.compute(shape, body, name=f"{w.name}_phases")
 
 
-def _waste(stride, lo, dilation, ks, out, a0, extent, taps):
+def _phase_shift(s, lo, size):
+    """(b, c, extent) of one dimension: phase r's positions a run from
+    b + c*r (after a0 = lo // s) over `extent` points. The input positions
+    h of phase r = (h + lo) % s start at a = [r < lo % s]; where that start
+    is affine in r (always for two phases) each phase starts at its own
+    first position and the phases are as long as the longest one needs --
+    (size / s for an even split: DCGAN's 4x4/2 onto 8x8 computes 4 of each
+    phase, not 5); else all start at 0, over the union of their ranges.
+    Unstrided: (0, 0, size).
+
+    >>> _phase_shift(2, 1, 8), _phase_shift(2, 0, 8), _phase_shift(3, 1, 9)
+    ((1, -1, 4), (0, 0, 4), (0, 0, 4))
+    """
+    if s == 1:
+        return 0, 0, size
+    starts = [int(r < lo % s) for r in range(s)]
+    c = starts[1] - starts[0]
+    if any(starts[r] != starts[0] + c * r for r in range(s)):
+        return 0, 0, (lo + size - 1) // s - lo // s + 1
+    ends = [(h + lo) // s - lo // s - starts[(h + lo) % s] for h in range(size)]
+    return starts[0], c, max(ends) + 1
+
+
+def _waste(stride, lo, dilation, ks, out, a0, shift, taps, of_input=False):
     """Taps the guarded form multiplies per tap that reads the output
-    gradient (counted per dimension, multiplied)."""
+    gradient (counted per dimension, multiplied); `of_input`: the same for
+    the phases' own input gradient (`_phases_input_grad`), guarded in the
+    phase positions."""
     ratio = 1.0
     for d, s in enumerate(stride):
         done = useful = 0
+        b, c, extent = shift[d]
         for r in range(s):
-            for a in range(extent[d]):
+            for a in range(extent):
                 for t in range(taps[d]):
                     if s > 1 and r + s * t >= ks[d]:
                         continue
-                    o = a + a0[d] - t if s > 1 else a + lo[d] - dilation[d] * t
+                    o = a + a0[d] + b + c * r - t if s > 1 else a + lo[d] - dilation[d] * t
                     done += 1
                     useful += 0 <= o < out[d]
+        if of_input:    # per output point o, the (r, t) whose position a falls in the phase
+            done = sum(1 for r in range(s) for t in range(taps[d])
+                       if s == 1 or r + s * t < ks[d]) * out[d]
         ratio *= done / max(useful, 1)
     return ratio
