@@ -164,7 +164,6 @@ def input_grad(g, x, w, geometry, phase_weight=False):
     return te.compute(x.shape, gather, name=f"d{x.name}")
 
 
-
 def _phases_input_grad(adj, g, w, wp, layout):
     """The gradient of the phase compute D by its input `g` (a transposed
     convolution's input), given D's adjoint `adj`: the strided convolution
@@ -212,7 +211,7 @@ def _phases_input_grad(adj, g, w, wp, layout):
             weight = w[(oc, local) + tuple(
                 affine((rr[d], 1), (taps_[d], stride[d])) if d in rr else taps_[d]
                 for d in range(nd))]
-        axes = [a for a in [rc, *rr.values(), *rt] if a is not None]
+        axes = [ax for ax in [rc, *rr.values(), *rt] if ax is not None]
         return te.sum(value * weight, axis=axes, where=conjunction(ranges))
 
     return te.compute(g.shape, body, name=f"d{g.name}")

@@ -610,16 +610,18 @@ def _channel_blocked(st, n, lanes, registers):
     tile[sc_axis] = [vectors * lanes]
     if sv is not None and points < st.extent(sv):
         tile[sv] = [points]
-    # a short row: rows of the next free axis out join the tile
-    outward = [d for d in free if sv is not None and not tile[sv] and d < int(sv[1:])]
-    su = f"s{max(outward)}" if outward else None
-    rows = 1 if su is None else channel_rows(registers, points, st.extent(su))
-    if rows > 1:
-        tile[su] = [rows]
-    factors = {a: f for a, f in ((su, rows), (sv, points)) if a == sv or (a and f > 1)}
+    rows, su = 1, None
+    if sv is not None and not tile[sv]:     # a short row: rows of the next free axis out join
+        outward = [d for d in free if d < int(sv[1:])]
+        su = f"s{max(outward)}" if outward else None
+        rows = 1 if su is None else channel_rows(registers, points, st.extent(su))
+        if rows > 1:
+            tile[su] = [rows]
+    in_tile = ([su] if rows > 1 else []) + ([sv] if sv is not None else [])
+    factor = {su: rows, sv: points}
     outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]
-    inner = [f"{a}.{len(tile[a])}" for a in factors if a is not None] + [f"{sc_axis}.1"]
-    unroll = {f"{a}.{len(tile[a])}": f for a, f in factors.items() if a is not None and f > 1}
+    inner = [f"{a}.{len(tile[a])}" for a in in_tile] + [f"{sc_axis}.1"]
+    unroll = {f"{a}.{len(tile[a])}": factor[a] for a in in_tile if factor[a] > 1}
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
     pack = [m for m, (_, axis, _) in enumerate(st.packable) if axis == sc_axis]
     return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
