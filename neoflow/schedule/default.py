@@ -101,7 +101,16 @@ SMALL_WINDOW = 32         # reduce points below which a reduction vectorises acr
 # 1 x 4: 136-159 against 78-86 (3 or 4 rows: 92-110); ResNet's 3x3 on
 # 56-wide rows keeps 5 (8 there: 136 against 168). Not measured on AVX2,
 # which keeps its tile (0: no short-row rule).
-CHANNEL_TILES = {16: (2, (5,), 0), 32: (1, (5,), 8)}
+# The fourth: the candidate points along an outer row axis (one taken because
+# the reduction's `where=` range binds the last: a transposed conv's phases
+# with bounded taps, a weight gradient), the first unless a later one cuts
+# the tails' cost by OUTER_TAIL_GAIN. AVX-512, DCGAN's phase kernels (rows
+# from the batch of 16), ms: 5 points (3 tiles and a tail) 2.1-3.1, 4 points
+# 1.3-1.6, 8 points 1.5-1.8; but weight gradients with rows from 128 input
+# channels 3-12% slower with 4 than with 5 (25 tiles and a tail); along the
+# last axis 4 was the slowest (above).
+CHANNEL_TILES = {16: (2, (5,), 0, (5,)), 32: (1, (5,), 8, (5, 4))}
+OUTER_TAIL_GAIN = 1.5
 
 
 GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
@@ -401,15 +410,22 @@ def accumulators(registers):
     return registers - REGISTER_RESERVE
 
 
-def channel_tile(registers, extent):
+def channel_tile(registers, extent, outer=False):
     """(vectors of channels, output points) of a channel-blocked tile on a
     target with `registers` vector registers, along a row axis of `extent`
-    points (see CHANNEL_TILES).
+    points -- `outer`: an axis other than the output's last (see
+    CHANNEL_TILES).
 
-    >>> channel_tile(16, 56), channel_tile(32, 56), channel_tile(32, 3)
-    ((2, 5), (1, 5), (1, 3))
+    >>> channel_tile(16, 56), channel_tile(32, 56), channel_tile(32, 3), channel_tile(32, 16, True)
+    ((2, 5), (1, 5), (1, 3), (1, 4))
     """
-    vectors, candidates, short = _channel_tiles(registers)
+    vectors, candidates, short, outer_candidates = _channel_tiles(registers)
+    if outer:
+        rows = outer_candidates[0]
+        for r in outer_candidates[1:]:
+            if _tail_cost(extent, r) * OUTER_TAIL_GAIN < _tail_cost(extent, rows):
+                rows = r
+        return vectors, min(rows, extent)
     if extent <= short:
         return vectors, extent
     rows = min(candidates, key=lambda r: _tail_cost(extent, r))
@@ -431,7 +447,10 @@ def channel_rows(registers, points, extent):
 
 
 def _channel_tiles(registers):
-    return CHANNEL_TILES.get(registers) or (2, (max(1, accumulators(registers) // 2 - 1),), 0)
+    if registers in CHANNEL_TILES:
+        return CHANNEL_TILES[registers]
+    points = (max(1, accumulators(registers) // 2 - 1),)
+    return 2, points, 0, points
 
 
 def _tail_cost(extent, f):
@@ -606,7 +625,8 @@ def _channel_blocked(st, n, lanes, registers):
     tile = _unsplit(st)
     free = _tile_free_axes(st, sc_axis)
     sv = _channel_row_axis(st, free)
-    vectors, points = channel_tile(registers, 1 if sv is None else st.extent(sv))
+    vectors, points = channel_tile(registers, 1 if sv is None else st.extent(sv),
+                                   outer=sv is not None and sv != f"s{len(st.spatial) - 1}")
     tile[sc_axis] = [vectors * lanes]
     if sv is not None and points < st.extent(sv):
         tile[sv] = [points]

@@ -163,6 +163,27 @@ def test_channel_rows_fill_a_short_tile():
     assert channel_tile(32, 8) == (1, 8) and channel_tile(32, 9) == (1, 5)
 
 
+def test_an_outer_row_axis_takes_four_points_where_five_leave_a_costly_tail():
+    """Rows from the batch (a phase compute whose taps are bounded by every
+    spatial axis): 16 = 4 x 4, not 3 x 5 and a tail; 128 keeps 5."""
+    assert [channel_tile(32, e, outer=True)[1] for e in (2, 8, 10, 16, 128)] == [2, 4, 5, 4, 5]
+    assert channel_tile(16, 16, outer=True) == (2, 5)                   # AVX2: as before
+
+
+def test_a_transposed_convs_bounded_phases_take_rows_from_the_batch(width):
+    width("64")
+    x, w = nf.placeholder((16, 32, 4, 4), name="x"), nf.placeholder((32, 32, 4, 4), name="w")
+    y = nf.nn.conv_transpose2d(x, w, stride=2, padding=1)
+    kernel, = [k for k in kernels_for([y]) if k.stages[0].name == "dconv_transpose2d_phases"]
+    assert kernel.stages[0].op.body.cond is not None       # taps bounded by the positions
+    sc = default_config(kernel).stages[0]
+    assert sc.vectorize == "s1" and sc.tile["s0"] == [4] and sc.unroll == {"s0.1": 4}
+    rng = np.random.default_rng(1)
+    xv, wv = (rng.standard_normal(t.shape).astype(np.float32) for t in (x, w))
+    f = nf.build(y, [x, w], database=False)
+    np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4, atol=1e-4)
+
+
 def test_search_space_samples_two_wide_vectors(width):
     width("64")
     kernel = kernels_for([_matmul(64, 96, 200)])[-1]
