@@ -101,13 +101,28 @@ def test_the_rule_replaces_the_solver(bias):
     assert [expr_str(i) for i in head_read.indices[-2:]] == ["(n - t0)", "(o - t1)"]
 
 
-@pytest.mark.parametrize("stride,kernel,dilation", [(1, 3, 1), (2, 1, 1), (2, 3, 2)])
+@pytest.mark.parametrize("stride,kernel,dilation", [(1, 1, 1), (2, 1, 1), (2, 3, 2)])
 def test_ineligible_keep_the_solver(stride, kernel, dilation):
-    """Unit stride, fewer taps than the stride (empty phases) and dilated
+    """A 1x1 convolution, fewer taps than the stride (empty phases) and dilated
     strided dimensions keep the solver's gradient."""
     _, _, _, dx = _dx(stride, kernel, dilation=dilation)
     assert not polyphase.eligible((stride,) * 2, (dilation,) * 2, (kernel,) * 2)
     assert "phases" not in str(getattr(dx.op.body, "tensor", dx).name)
+
+
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_an_unstrided_conv_gets_the_guarded_form_without_phases(dilation):
+    """Stride 1: no phases and no gather; 3x3 pad 1, the taps fixed (no
+    `where=` range tied to the output point), the edges guarded in the value
+    (dilated, past EDGE_WASTE: the edges bound the taps); against torch in
+    float64 (test_conv2d_gradients' unit-stride rows too)."""
+    _, _, y, dx = _dx(1, 3, padding=1, dilation=dilation, size=(2, 4, 9, 8))
+    assert dx.name == "dx" and (dx.op.body.cond is None) == (dilation == 1)
+    if dilation == 1:
+        assert nf.flops([dx]) == nf.flops([y])
+    kw = dict(padding=1, dilation=dilation)
+    check(lambda x, w: nf.nn.conv2d(x, w, **kw), lambda x, w: F.conv2d(x, w, **kw),
+          [(2, 4, 9, 8), (6, 4, 3, 3)])
 
 
 @pytest.mark.parametrize("padding", [0, 1, 4])
