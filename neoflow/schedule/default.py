@@ -75,6 +75,13 @@ INTRINSICS = ("exp", "log", "tanh", "sigmoid", "erf")
 ELEMENTWISE_CHUNK = 1024  # elements per parallel block of a 1-d elementwise stage
 PARALLEL_MIN_CHUNKS = 64  # outer loops an elementwise stage fuses into its parallel loop
 WINDOW_MIN_WIDTH = 64     # a window reduction narrower than this vectorises across channels
+PANELS_FIRST_RATIO = 16   # a channel-blocked tile's packed weights at least this many times its
+                          # output's bytes (and past COLUMNS_FIRST_BYTES) go panel by panel:
+                          # quiet machine, per-kernel A/B over the zoo: YOLO-v1's 1024ch 3x3 over
+                          # 7x7 (94x) 27.5 -> 11.6 ms, its input gradient 26.8 -> 14.4, 512ch
+                          # 7x7 (23x) 6.9 -> 5.2, ResNet-3D's 512ch (1700x) 3.7 -> 1.8; below
+                          # it slower: YOLO's 512ch 14x14 (6x) 5.8 -> 6.8, CapsNet's primary
+                          # input gradient (3x) 57 -> 89
 PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel on its own
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
@@ -644,7 +651,17 @@ def _channel_blocked(st, n, lanes, registers):
     unroll = {f"{a}.{len(tile[a])}": factor[a] for a in in_tile if factor[a] > 1}
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
     pack = [m for m, (_, axis, _) in enumerate(st.packable) if axis == sc_axis]
-    return StageConfig(tile, outer + reduce_levels + inner, parallel=len(outer),
+    parallel = len(outer)
+    packed = max((_bytes(st.packable[m][0]) for m in pack), default=0)
+    if packed > COLUMNS_FIRST_BYTES and packed >= PANELS_FIRST_RATIO * _bytes(st.tensor) and \
+            st.extent(sc_axis) // tile[sc_axis][0] >= PANEL_LOOP_MIN:
+        # weights past an L2 that dwarf the output: the channel panels alone as
+        # the parallel loop, each packed right before its tiles read it (as
+        # _columns_first does for a GEMM), not all of them first
+        outer.remove(f"{sc_axis}.0")
+        outer.insert(0, f"{sc_axis}.0")
+        parallel = 1
+    return StageConfig(tile, outer + reduce_levels + inner, parallel=parallel,
                        vectorize=sc_axis, unroll=unroll, cache_write=True, pack=pack)
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 import neoflow as nf
 from neoflow.errors import NeoFlowError
@@ -260,3 +261,22 @@ def test_tuning_records_are_kept_apart_per_thread_count(monkeypatch):
     three = detect()
     assert (two.threads, three.threads) == (2, 3) and two.fingerprint != three.fingerprint
     assert detect(threads=2) == two                    # a worker's count given explicitly
+
+
+def test_weights_that_dwarf_the_output_go_panel_by_panel(width):
+    """A 3x3 conv over a 3x3 image with 5.3 MB of weights (past an L2, 384x
+    its output): the channel panels alone are the parallel loop, each packed
+    right before use; a large image keeps the fused parallel loop."""
+    width("64")
+    x, w = nf.placeholder((1, 384, 3, 3), name="x"), nf.placeholder((384, 384, 3, 3), name="w")
+    y = nf.nn.conv2d(x, w, padding=1)
+    sc = default_config(kernels_for([y])[-1]).stages[-1]
+    assert sc.order[0] == "s1.0" and sc.parallel == 1 and sc.pack
+    rng = np.random.default_rng(2)
+    xv, wv = (rng.standard_normal(t.shape).astype(np.float32) for t in (x, w))
+    f = nf.build(y, [x, w], database=False)
+    expect = torch.nn.functional.conv2d(torch.from_numpy(xv).double(), torch.from_numpy(wv).double(),
+                                        padding=1).numpy()
+    np.testing.assert_allclose(f(xv, wv), expect, rtol=1e-4, atol=1e-3)
+    big = nf.nn.conv2d(nf.placeholder((8, 384, 28, 28), name="x"), w, padding=1)
+    assert default_config(kernels_for([big])[-1]).stages[-1].parallel > 1
