@@ -89,8 +89,7 @@ COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
 # Channel-blocked tiles by the target's vector registers: (vectors of channels,
-# candidate output points); of the candidates the one that leaves the fewest
-# tails along the row axis (the first on a tie).
+# candidate output points along the row axis: see TAIL_GAIN below).
 # 16 registers (AVX2): 2 vectors x 5 points, 10 accumulators -- measured on the
 # ResNet-18 3x3 convs at batch 8: 99-126 GFLOP/s, against 70-95 with 4, 6 or 7
 # points (7 x 2 vectors spill). 32 (AVX-512, 16-float vectors), one Sapphire
@@ -111,13 +110,17 @@ SMALL_WINDOW = 32         # reduce points below which a reduction vectorises acr
 # The fourth: the candidate points along an outer row axis (one taken because
 # the reduction's `where=` range binds the last: a transposed conv's phases
 # with bounded taps, a weight gradient), the first unless a later one cuts
-# the tails' cost by OUTER_TAIL_GAIN. AVX-512, DCGAN's phase kernels (rows
+# the tails' cost by TAIL_GAIN. AVX-512, DCGAN's phase kernels (rows
 # from the batch of 16), ms: 5 points (3 tiles and a tail) 2.1-3.1, 4 points
 # 1.3-1.6, 8 points 1.5-1.8; but weight gradients with rows from 128 input
 # channels 3-12% slower with 4 than with 5 (25 tiles and a tail); along the
 # last axis 4 was the slowest (above).
-CHANNEL_TILES = {16: (2, (5,), 0, (5,)), 32: (1, (5,), 8, (5, 4))}
-OUTER_TAIL_GAIN = 1.5
+# Of a list of candidates the first is taken unless a later one cuts the
+# tails' cost by TAIL_GAIN: on AVX-512 7 points where 5 leave a costly tail
+# (conv3d 64ch 4x14x14 at batch 2: 14 = 2 x 7 against 2 x 5 and a tail of 4,
+# 214 against 183 GFLOP/s; 56-wide rows keep 5: 7 there 152 against 160-168).
+CHANNEL_TILES = {16: (2, (5,), 0, (5,)), 32: (1, (5, 7), 8, (5, 4))}
+TAIL_GAIN = 1.5
 
 
 GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
@@ -428,14 +431,13 @@ def channel_tile(registers, extent, outer=False):
     """
     vectors, candidates, short, outer_candidates = _channel_tiles(registers)
     if outer:
-        rows = outer_candidates[0]
-        for r in outer_candidates[1:]:
-            if _tail_cost(extent, r) * OUTER_TAIL_GAIN < _tail_cost(extent, rows):
-                rows = r
-        return vectors, min(rows, extent)
-    if extent <= short:
+        candidates = outer_candidates
+    elif extent <= short:
         return vectors, extent
-    rows = min(candidates, key=lambda r: _tail_cost(extent, r))
+    rows = candidates[0]
+    for r in candidates[1:]:
+        if _tail_cost(extent, r) * TAIL_GAIN < _tail_cost(extent, rows):
+            rows = r
     return vectors, min(rows, extent)
 
 

@@ -162,6 +162,8 @@ def test_channel_rows_fill_a_short_tile():
     assert channel_rows(32, 4, 3) == 2 and channel_rows(32, 2, 6) == 3   # fewest tails
     assert channel_rows(16, 2, 16) == 1                                  # AVX2: none
     assert channel_tile(32, 8) == (1, 8) and channel_tile(32, 9) == (1, 5)
+    # 7 points only where 5 leave a tail that costs TAIL_GAIN more: 14, not 28 or 56
+    assert [channel_tile(32, e)[1] for e in (14, 21, 28, 56)] == [7, 7, 5, 5]
 
 
 def test_an_outer_row_axis_takes_four_points_where_five_leave_a_costly_tail():
