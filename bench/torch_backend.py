@@ -17,6 +17,8 @@ that load from other processes hits all alike; it is labelled as such.
     python bench/torch_backend.py                          # default sizes
     python bench/torch_backend.py --networks lltm lenet --blocks 7 --steps 20
     python bench/torch_backend.py --smoke                  # tiny, for the tests
+    python bench/torch_backend.py --networks yolo resnet3d dcgan   # the CNNs (DCGAN: a
+                                                           # step is a round of both phases)
     python bench/torch_backend.py --breakdown lltm lenet   # where a backend step goes
 
 --breakdown NET...: per network, in one process, where a training step
@@ -116,6 +118,53 @@ class _Run:
         return native / total if total else None
 
 
+class _Rounds(_Run):
+    """A network with phases (DCGAN): nf.Trainer is one Trainer per phase
+    (zoo.alternating.AlternatingTrainers); eager, inductor and the backend run
+    the twin's phases in turn through zoo.alternating.torch_alternating, the
+    module compiled once for both phases."""
+
+    def __init__(self, framework, network, preset):
+        import torch
+        import neoflow as nf
+        from neoflow import zoo
+        from neoflow.runtime.init import initial_value
+        from neoflow.zoo.alternating import AlternatingTrainers, torch_alternating
+        self.framework = framework
+        models = zoo.get(network).build_phases(preset, dtype="float32")
+        rng = np.random.default_rng(0)
+        self.batch = {k: v for m in models for k, v in m.make_batch(rng).items()}
+        start = time.perf_counter()
+        if framework == "trainer":
+            self.trainer = AlternatingTrainers(models, nf.optim.SGD(lr=LR, momentum=MOMENTUM))
+        else:
+            values = {k: initial_value(p, seed=1) for m in models for k, p in m.params.items()}
+            backend = {"eager": None, "inductor": "inductor", "neoflow": "neoflow"}[framework]
+            self.round, _ = torch_alternating(
+                models, values, backend,
+                make_optimizer=lambda ps: torch.optim.SGD(ps, lr=LR, momentum=MOMENTUM))
+            self.fn = self.round.module
+            self.data = {k: torch.from_numpy(v) for k, v in self.batch.items()}
+        self.step()
+        self.compile_s = time.perf_counter() - start
+
+    def step(self):
+        if self.framework == "trainer":
+            return self.trainer.step(self.batch)
+        return self.round(self.data)
+
+    def kernels(self):
+        if self.framework == "trainer":
+            return sum(s["kernels"] for s in self.trainer.stats())
+        return super().kernels()
+
+
+def _make_run(framework, network, preset):
+    """A `_Run`, or for a network with phases (DCGAN) a `_Rounds`: a step is a round."""
+    from neoflow import zoo
+    return (_Rounds if zoo.get(network).phases else _Run)(framework, network, preset)
+
+
 def _summary(blocks):
     return {"ms_step": statistics.median(blocks), "min": min(blocks), "max": max(blocks)}
 
@@ -123,7 +172,7 @@ def _summary(blocks):
 def worker(frameworks, network, preset, steps, blocks, warmup):
     """Time `frameworks` on `network` in this process (one block of each in
     turn when there are several); returns {framework: result}."""
-    runs = {f: _Run(f, network, preset) for f in frameworks}
+    runs = {f: _make_run(f, network, preset) for f in frameworks}
     for run in runs.values():
         for _ in range(warmup):
             run.step()
@@ -243,6 +292,10 @@ def breakdown(network, preset, steps, blocks, now=time.perf_counter):
     (medians over blocks; `now` is the clock: wall time, or this thread's
     CPU time) and counts per step."""
     import neoflow as nf
+    from neoflow import zoo
+    if zoo.get(network).phases:
+        raise SystemExit(f"--breakdown times one training step; '{network}' trains in "
+                         "phases (run it without --breakdown)")
     backend, trainer = _Run("neoflow", network, preset), _Run("trainer", network, preset)
     eager = _Run("eager", network, preset)
     for _ in range(3):

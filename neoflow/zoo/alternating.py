@@ -96,11 +96,14 @@ class AlternatingTrainers:
         self.close()
 
 
-def torch_alternating(models, values, compiled=False, make_optimizer=None):
+def torch_alternating(models, values, backend=None, make_optimizer=None):
     """The PyTorch twin of `AlternatingTrainers`: a function running one round
     on a batch of torch tensors and returning the phases' losses, and the
     twin module (its `values()` compare with `AlternatingTrainers.parameters()`).
-    `make_optimizer(params)` makes each phase's torch optimizer.
+    `make_optimizer(params)` makes each phase's torch optimizer; `backend`:
+    None runs the twin eagerly, a torch.compile backend ("inductor",
+    "neoflow") compiles it (dynamic=False); `round_.module` is what the
+    phases call.
 
     >>> round_, twin = torch_alternating(models, gan.parameters(),
     ...                                  make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.01))
@@ -119,7 +122,7 @@ def torch_alternating(models, values, compiled=False, make_optimizer=None):
         fns = {m.phase: functools.partial(net._torch_loss, phase=m.phase, **sizes)
                for m in models}
     twin = TorchTwin(fns, values, trainable)
-    forward = torch.compile(twin, dynamic=False) if compiled else twin
+    forward = twin if backend is None else torch.compile(twin, backend=backend, dynamic=False)
     tensors = twin.tensors()
     opts = [make_optimizer([tensors[n] for n in m.trainable]) for m in models]
 
@@ -132,4 +135,5 @@ def torch_alternating(models, values, compiled=False, make_optimizer=None):
             opt.step()
             losses.append(loss.item())
         return tuple(losses)
+    round_.module = forward
     return round_, twin

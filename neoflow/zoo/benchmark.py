@@ -169,7 +169,7 @@ def _torch_step(models, values, lr):
     """A function running one PyTorch eager training step (a round of every
     phase) on a batch; returns the losses, one per phase."""
     torch = _torch()
-    step, _ = torch_alternating(models, values, False, make_optimizer=lambda ps: (
+    step, _ = torch_alternating(models, values, make_optimizer=lambda ps: (
         torch.optim.SGD(ps, lr=lr, momentum=MOMENTUM)))
     return step
 

@@ -94,8 +94,9 @@ def make_step(models, framework, tuning="off"):
     from ..runtime.init import initial_value
     from .alternating import torch_alternating
     values = {name: initial_value(p, 0) for m in models for name, p in m.params.items()}
-    step, _ = torch_alternating(models, values, framework == "compile", make_optimizer=(
-        lambda ps: torch.optim.SGD(ps, lr=lr, momentum=MOMENTUM)))
+    step, _ = torch_alternating(
+        models, values, "inductor" if framework == "compile" else None,
+        make_optimizer=lambda ps: torch.optim.SGD(ps, lr=lr, momentum=MOMENTUM))
     tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
     if framework == "compile":
         step(tensors)

@@ -45,3 +45,18 @@ def test_breakdown_smoke():
     assert counts["dynamo graphs"] == 1 and counts["native calls"] == 2    # one per graph
     assert counts["fallback ops"] == 0 and counts["saved for backward"] > 0
     assert counts["kernels"] > 0 and counts["trainer kernels"] > 0
+
+
+@pytest.mark.slow
+def test_smoke_mode_with_phases(tmp_path):
+    """DCGAN: a step is a round of both phases, for the twin through the
+    backend (one compiled module) and for nf.Trainer (one per phase)."""
+    done = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--networks", "dcgan",
+                           "--frameworks", "eager", "neoflow", "trainer", "--no-interleaved",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    dcgan = json.loads((tmp_path / "torch_backend.json").read_text())["networks"]["dcgan"]
+    for f in ("eager", "neoflow", "trainer"):
+        assert dcgan["alone"][f]["ms_step"] > 0, dcgan["alone"][f]
+    assert dcgan["alone"]["neoflow"]["native_share"] > 0.95
+    assert dcgan["alone"]["trainer"]["kernels"] > 0 and dcgan["alone"]["neoflow"]["kernels"] > 0
