@@ -53,6 +53,7 @@ DEFAULT_OUT = ROOT / "bench" / "results"
 NETWORKS = ["lenet", "lltm", "milstm", "scrnn", "sublstm", "transformer"]
 FRAMEWORKS = ["eager", "inductor", "neoflow", "trainer"]
 INTERLEAVED = ["eager", "inductor", "neoflow"]
+BACKENDS = {"eager": None, "inductor": "inductor", "neoflow": "neoflow"}   # torch.compile's
 LR, MOMENTUM = 0.01, 0.9
 
 
@@ -78,8 +79,7 @@ class _Run:
             self.opt = torch.optim.SGD(self.twin.parameters(), lr=LR, momentum=MOMENTUM)
             self.data = {k: torch.from_numpy(v) for k, v in self.batch.items()}
             self.fn = self.twin if framework == "eager" else torch.compile(
-                self.twin, backend={"inductor": "inductor", "neoflow": "neoflow"}[framework],
-                dynamic=False)
+                self.twin, backend=BACKENDS[framework], dynamic=False)
             self.step()
         self.compile_s = time.perf_counter() - start
 
@@ -139,9 +139,8 @@ class _Rounds(_Run):
             self.trainer = AlternatingTrainers(models, nf.optim.SGD(lr=LR, momentum=MOMENTUM))
         else:
             values = {k: initial_value(p, seed=1) for m in models for k, p in m.params.items()}
-            backend = {"eager": None, "inductor": "inductor", "neoflow": "neoflow"}[framework]
             self.round, _ = torch_alternating(
-                models, values, backend,
+                models, values, BACKENDS[framework],
                 make_optimizer=lambda ps: torch.optim.SGD(ps, lr=LR, momentum=MOMENTUM))
             self.fn = self.round.module
             self.data = {k: torch.from_numpy(v) for k, v in self.batch.items()}
