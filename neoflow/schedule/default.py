@@ -60,7 +60,7 @@ from ..te.visit import children, post_order, reads
 from ..toolchain.target import target as simd_target
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
-from .split_reduce import apply_split
+from .split_reduce import apply_split, step_bytes
 from .stage import Stage
 
 REGISTER_RESERVE = 4     # vector registers a register tile leaves to operands and broadcasts
@@ -87,6 +87,7 @@ PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serv
 PACK_MIN_REDUCE = 64
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
+LONG_REDUCE = 16          # reduce points of a loop a register tile stays in registers across
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
 # Channel-blocked tiles by the target's vector registers: (vectors of channels,
 # candidate output points along the row axis: see TAIL_GAIN below).
@@ -527,10 +528,7 @@ def _blocked(st, v, lanes, registers, packed=None):
         else:
             outer.append(levels[0])
     inner.sort(key=lambda lv: lv.split(".")[0] == sv)  # the vector loop innermost
-    # the longest reduce loop innermost: the tile stays in registers across it
-    # (short loops, like a 3x3 window, gcc unrolls away)
-    by_extent = sorted(range(len(st.reduce_axes)), key=lambda k: st.reduce_axes[k].extent)
-    reduce_levels = [f"r{k}.0" for k in by_extent]
+    reduce_levels = [f"r{k}.0" for k in _reduce_order(st)]
     unroll = {}
     if su is not None and len(inner) == 2 and uf >= 2:
         unroll[inner[0]] = uf
@@ -544,6 +542,28 @@ def _blocked(st, v, lanes, registers, packed=None):
             parallel = 1     # the panel loop alone: each panel packed right before use
     return StageConfig(tile, outer + reduce_levels + inner, parallel=parallel,
                        vectorize=sv, unroll=unroll, cache_write=True, pack=pack)
+
+
+def _reduce_order(st):
+    """A register tile's reduce loops, outer to inner: the long ones (at least
+    LONG_REDUCE points) innermost, the tile staying in registers across them,
+    and among those the one whose step in memory is shortest innermost -- the
+    operands stream in address order (a weight gradient's sum over (t, b) of
+    dy[t, b, j] * x[t, b, k]: b inside t; with t inside, each step jumped
+    64 KB, 5.9 -> 4.7 ms for the scanned LSTM's 512x128 dW over 64 x 32).
+    Short loops, like a 3x3 window, go outside (gcc unrolls them away),
+    shortest first.
+
+    >>> _reduce_order(Stage(dW))          # dW over (t, b): t outside
+    [0, 1]
+    """
+    axes = st.reduce_axes
+
+    def key(k):
+        if axes[k].extent < LONG_REDUCE:
+            return (0, axes[k].extent, 0)
+        return (1, -step_bytes(st, k), axes[k].extent)
+    return sorted(range(len(axes)), key=key)
 
 
 def _columns_first(st, tile, sv, su, pack):

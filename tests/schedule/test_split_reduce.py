@@ -130,6 +130,29 @@ def test_default_splits_weight_gradients_not_large_outputs():
     assert choose_split(st, copy.deepcopy(sc), n_threads=1) == 0   # one thread: nothing to share
 
 
+def test_default_reduce_loops_stream_in_address_order():
+    """A register tile's long reduce loops run outer-dimension first (t, then b
+    inside it: x[t, b, k] read row after row), whatever their extents; a short
+    window stays outside a long loop."""
+    for T, B, J, K in ((64, 32, 512, 128), (64, 32, 128, 64), (33, 17, 48, 40)):
+        _, _, dW = _weight_grad(T, B, J, K)      # the first: bench/scan.py's LSTM at T=64
+        order = default_config(Kernel([dW])).stages[0].order
+        assert order.index("r0.0") < order.index("r1.0"), (T, B, J, K, order)
+        dy, x, out = _weight_grad(T, B, 9, 7)          # odd sizes: the same sums
+        arrays = _arrays([dy.shape, x.shape])
+        got = _run(out, [dy, x], default_config(Kernel([out])), arrays)
+        want = np.einsum("tbj,tbk->jk", *(a.astype(np.float64) for a in arrays))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # a 3-point window (address order would put it innermost) stays outside c
+    A = nf.placeholder((96, 64, 3), name="A")
+    Bw = nf.placeholder((64, 3, 80), name="Bw")
+    c, q = nf.reduce_axis(64, name="c"), nf.reduce_axis(3, name="q")
+    out = nf.compute((96, 80), lambda i, j: nf.sum(A[i, c, q] * Bw[c, q, j], axis=[c, q]),
+                     name="window")
+    order = default_config(Kernel([out])).stages[0].order
+    assert [lv for lv in order if lv.startswith("r")] == ["r1.0", "r0.0"], order
+
+
 def test_default_split_takes_the_targets_thread_count(monkeypatch):
     """Without n_threads choose_split (and default_config) use target().threads,
     which follows OMP_NUM_THREADS at every call (nothing to clear)."""
