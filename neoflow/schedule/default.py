@@ -646,10 +646,13 @@ def _channel_blocked(st, n, lanes, registers):
     gradient), then the widest one it does not depend on -- reduce loops
     outside the tile; a short row takes rows of the next free axis out
     (`channel_rows`). Every
-    operand packable along the channels is packed (a weight shared by two
-    applications, as a GAN's discriminator on real and fake images, has a
-    gradient summing two products: unpacked, the second reads strided
-    vectors, 4x slower)."""
+    operand packable along the channels whose channel dimension is not its
+    last is packed (a weight shared by two applications, as a GAN's
+    discriminator on real and fake images, has a gradient summing two
+    products: unpacked, the second reads strided vectors, 4x slower); one
+    already contiguous along them is read in place, its vectors whole (the
+    LLTM's weight gradient over 8 steps packed eight 96 KB dgates on one
+    thread for 12.6 MFLOP: 0.32 -> 0.23 ms unpacked, alternated)."""
     tensor, sc_axis, _ = st.packable[n]
     tile = _unsplit(st)
     free = _tile_free_axes(st, sc_axis)
@@ -672,7 +675,7 @@ def _channel_blocked(st, n, lanes, registers):
     inner = [f"{a}.{len(tile[a])}" for a in in_tile] + [f"{sc_axis}.1"]
     unroll = {f"{a}.{len(tile[a])}": factor[a] for a in in_tile if factor[a] > 1}
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
-    pack = [m for m, (_, axis, _) in enumerate(st.packable) if axis == sc_axis]
+    pack = [m for m, (t, axis, dim) in enumerate(st.packable) if axis == sc_axis and dim != t.ndim - 1]
     parallel = len(outer)
     packed = max((_bytes(st.packable[m][0]) for m in pack), default=0)
     if packed > COLUMNS_FIRST_BYTES and packed >= PANELS_FIRST_RATIO * _bytes(st.tensor) and \

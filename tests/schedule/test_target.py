@@ -282,3 +282,34 @@ def test_weights_that_dwarf_the_output_go_panel_by_panel(width):
     np.testing.assert_allclose(f(xv, wv), expect, rtol=1e-4, atol=1e-3)
     big = nf.nn.conv2d(nf.placeholder((8, 384, 28, 28), name="x"), w, padding=1)
     assert default_config(kernels_for([big])[-1]).stages[-1].parallel > 1
+
+
+@pytest.mark.parametrize("bytes_", ["32", "64"])
+def test_channel_tiles_read_a_contiguous_operand_in_place(width, bytes_):
+    """A weight gradient over a few steps (the LLTM's, output columns too
+    narrow to vectorise along) is channel-blocked across its rows: the
+    upstream gradients, contiguous along those channels, are read in place,
+    not packed; a conv's weights (output channels outermost) still are."""
+    width(bytes_)
+    steps, n, rows, cols = 3, 33, 96, 24
+    dgs = [nf.placeholder((n, rows), name=f"dg{t}") for t in range(steps)]
+    x = nf.placeholder((n, steps, cols), name="x")
+    r = nf.reduce_axis(n, name="r")
+
+    def body(i, j):
+        total = dgs[0][r, i] * x[r, 0, j]
+        for t in range(1, steps):
+            total = total + dgs[t][r, i] * x[r, t, j]
+        return nf.sum(total, axis=r)
+    dw = nf.compute((rows, cols), body, name="dw")
+    sc = default_config(kernels_for([dw])[-1]).stages[-1]
+    assert sc.vectorize == "s0" and sc.pack == [], sc
+    rng = np.random.default_rng(5)
+    values = [rng.standard_normal(t.shape).astype(np.float32) for t in dgs + [x]]
+    got = nf.build(dw, dgs + [x], database=False)(*values)
+    want = sum(values[t].astype(np.float64).T @ values[-1][:, t].astype(np.float64)
+               for t in range(steps))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    conv = nf.nn.conv2d(nf.placeholder((2, 16, 9, 9), name="img"),
+                        nf.placeholder((32, 16, 3, 3), name="w"), padding=1)
+    assert default_config(kernels_for([conv])[-1]).stages[-1].pack
