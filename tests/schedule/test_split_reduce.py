@@ -131,9 +131,9 @@ def test_default_splits_weight_gradients_not_large_outputs():
 
 
 def test_default_reduce_loops_stream_in_address_order():
-    """A register tile's long reduce loops run outer-dimension first (t, then b
-    inside it: x[t, b, k] read row after row), whatever their extents; a short
-    window stays outside a long loop."""
+    """A register tile's reduce loops run in address order, the shortest step
+    innermost, whatever their extents: t outside b for x[t, b, k]; the batch
+    outside a short steps axis for x[b, t, k]."""
     for T, B, J, K in ((64, 32, 512, 128), (64, 32, 128, 64), (33, 17, 48, 40)):
         _, _, dW = _weight_grad(T, B, J, K)      # the first: bench/scan.py's LSTM at T=64
         order = default_config(Kernel([dW])).stages[0].order
@@ -143,14 +143,18 @@ def test_default_reduce_loops_stream_in_address_order():
         got = _run(out, [dy, x], default_config(Kernel([out])), arrays)
         want = np.einsum("tbj,tbk->jk", *(a.astype(np.float64) for a in arrays))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    # a 3-point window (address order would put it innermost) stays outside c
-    A = nf.placeholder((96, 64, 3), name="A")
-    Bw = nf.placeholder((64, 3, 80), name="Bw")
-    c, q = nf.reduce_axis(64, name="c"), nf.reduce_axis(3, name="q")
-    out = nf.compute((96, 80), lambda i, j: nf.sum(A[i, c, q] * Bw[c, q, j], axis=[c, q]),
-                     name="window")
-    order = default_config(Kernel([out])).stages[0].order
-    assert [lv for lv in order if lv.startswith("r")] == ["r1.0", "r0.0"], order
+    # MI-LSTM's input-weight gradient: a long batch over a short steps axis
+    dy = nf.placeholder((64, 8, 96), name="dy")
+    x = nf.placeholder((64, 8, 80), name="x")
+    b, t = nf.reduce_axis(64, name="b"), nf.reduce_axis(8, name="t")
+    dw = nf.compute((96, 80), lambda i, j: nf.sum(dy[b, t, i] * x[b, t, j], axis=[b, t]),
+                    name="dw")
+    order = default_config(Kernel([dw])).stages[0].order
+    assert [lv for lv in order if lv.startswith("r")] == ["r0.0", "r1.0"], order
+    arrays = _arrays([dy.shape, x.shape], seed=3)
+    got = _run(dw, [dy, x], default_config(Kernel([dw])), arrays)
+    want = np.einsum("btj,btk->jk", *(a.astype(np.float64) for a in arrays))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_default_split_takes_the_targets_thread_count(monkeypatch):
