@@ -85,8 +85,6 @@ PANELS_FIRST_RATIO = 16   # a channel-blocked tile's packed weights at least thi
 PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel on its own
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
-ROW_IN_PLACE_BYTES = 128 << 10    # a register tile's row operand contiguous along the rows
-                                  # and at most this big is read in place (_row_panels)
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
@@ -606,19 +604,12 @@ def _row_panels(st, v, tile, su):
     (GEMM's A, a weight gradient's upstream gradient) into panels too, when
     the reduction is long and each panel serves several vector tiles: the
     rows' values of one reduction step then sit in one cache line instead
-    of one line per row. An operand already contiguous along the rows and
-    at most ROW_IN_PLACE_BYTES is read in place (its rows are a few lines of
-    one row of it, and a pack would first copy it whole, on one thread when
-    small): a weight gradient over unrolled steps reads one such dy per step
-    -- subLSTM's dR 2.2 -> 1.1 ms, SC-RNN's dP 0.29 -> 0.20 ms alternated,
-    packing only the vector panels; packing only these row panels ran as
-    slow as packing both."""
+    of one line per row."""
     sv = f"s{v}"
     if su is None or not tile[su] or not tile[sv] or math.prod(
             a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or st.extent(sv) < 2 * tile[sv][0]:
         return []
-    return [n for n, (t, axis, dim) in enumerate(st.packable)
-            if axis == su and (dim != t.ndim - 1 or _bytes(t) > ROW_IN_PLACE_BYTES)]
+    return [n for n, (_, axis, _) in enumerate(st.packable) if axis == su]
 
 
 def _channel_panel(st, v, lanes, registers):

@@ -291,8 +291,17 @@ def test_channel_tiles_read_a_contiguous_operand_in_place(width, bytes_):
     upstream gradients, contiguous along those channels, are read in place,
     not packed; a conv's weights (output channels outermost) still are."""
     width(bytes_)
-    steps = 3
-    dgs, x, dw = _stepped_weight_grad(steps, 33, 96, 24)
+    steps, n, rows, cols = 3, 33, 96, 24
+    dgs = [nf.placeholder((n, rows), name=f"dg{t}") for t in range(steps)]
+    x = nf.placeholder((n, steps, cols), name="x")
+    r = nf.reduce_axis(n, name="r")
+
+    def body(i, j):
+        total = dgs[0][r, i] * x[r, 0, j]
+        for t in range(1, steps):
+            total = total + dgs[t][r, i] * x[r, t, j]
+        return nf.sum(total, axis=r)
+    dw = nf.compute((rows, cols), body, name="dw")
     sc = default_config(kernels_for([dw])[-1]).stages[-1]
     assert sc.vectorize == "s0" and sc.pack == [], sc
     rng = np.random.default_rng(5)
@@ -304,40 +313,3 @@ def test_channel_tiles_read_a_contiguous_operand_in_place(width, bytes_):
     conv = nf.nn.conv2d(nf.placeholder((2, 16, 9, 9), name="img"),
                         nf.placeholder((32, 16, 3, 3), name="w"), padding=1)
     assert default_config(kernels_for([conv])[-1]).stages[-1].pack
-
-
-def _stepped_weight_grad(steps, n, rows, cols):
-    """dw[i, j] = sum over r and the steps of dg_t[r, i] * x[r, t, j] (an
-    unrolled recurrence's weight gradient)."""
-    dgs = [nf.placeholder((n, rows), name=f"dg{t}") for t in range(steps)]
-    x = nf.placeholder((n, steps, cols), name="x")
-    r = nf.reduce_axis(n, name="r")
-
-    def body(i, j):
-        total = dgs[0][r, i] * x[r, 0, j]
-        for t in range(1, steps):
-            total = total + dgs[t][r, i] * x[r, t, j]
-        return nf.sum(total, axis=r)
-    return dgs, x, nf.compute((rows, cols), body, name="dw")
-
-
-@pytest.mark.parametrize("bytes_", ["32", "64"])
-def test_small_row_operands_contiguous_along_the_rows_are_read_in_place(width, bytes_):
-    """The register tile's row operands (the dg_t, contiguous along the rows)
-    are not packed while small; the vector panels still are, and a large row
-    operand is packed too."""
-    from neoflow.schedule.stage import Stage
-    width(bytes_)
-    dgs, x, dw = _stepped_weight_grad(3, 67, 200, 128)
-    sc = default_config(kernels_for([dw])[-1]).stages[-1]
-    packed = {Stage(dw).packable[m][0].name for m in sc.pack}
-    assert sc.vectorize == "s1" and packed == {"x"}, sc
-    rng = np.random.default_rng(6)
-    values = [rng.standard_normal(t.shape).astype(np.float32) for t in dgs + [x]]
-    got = nf.build(dw, dgs + [x], database=False)(*values)
-    want = sum(values[t].astype(np.float64).T @ values[-1][:, t].astype(np.float64)
-               for t in range(3))
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    _, _, big = _stepped_weight_grad(1, 256, 512, 128)            # dg0: 512 KB
-    sc = default_config(kernels_for([big])[-1]).stages[-1]
-    assert "dg0" in {Stage(big).packable[m][0].name for m in sc.pack}, sc
