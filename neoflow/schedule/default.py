@@ -529,8 +529,9 @@ def _blocked(st, v, lanes, registers, packed=None, address_order=True):
         else:
             outer.append(levels[0])
     inner.sort(key=lambda lv: lv.split(".")[0] == sv)  # the vector loop innermost
-    by_extent = sorted(range(len(st.reduce_axes)), key=lambda k: st.reduce_axes[k].extent)
-    reduce_levels = [f"r{k}.0" for k in (_reduce_order(st) if address_order else by_extent)]
+    order = _reduce_order(st) if address_order else sorted(
+        range(len(st.reduce_axes)), key=lambda k: st.reduce_axes[k].extent)
+    reduce_levels = [f"r{k}.0" for k in order]
     unroll = {}
     if su is not None and len(inner) == 2 and uf >= 2:
         unroll[inner[0]] = uf
@@ -676,7 +677,8 @@ def _channel_blocked(st, n, lanes, registers):
     inner = [f"{a}.{len(tile[a])}" for a in in_tile] + [f"{sc_axis}.1"]
     unroll = {f"{a}.{len(tile[a])}": factor[a] for a in in_tile if factor[a] > 1}
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
-    pack = [m for m, (t, axis, dim) in enumerate(st.packable) if axis == sc_axis and dim != t.ndim - 1]
+    pack = [m for m, (t, axis, dim) in enumerate(st.packable)
+            if axis == sc_axis and dim != t.ndim - 1]
     parallel = len(outer)
     packed = max((_bytes(st.packable[m][0]) for m in pack), default=0)
     if packed > COLUMNS_FIRST_BYTES and packed >= PANELS_FIRST_RATIO * _bytes(st.tensor) and \
