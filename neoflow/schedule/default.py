@@ -344,6 +344,17 @@ def _unit_stride_reads(st, var):
     return out
 
 
+def _contiguous_operands(st, var):
+    """Ids of the operands of `st`'s main reduction whose every read steps by
+    1 with `var` in its last index (`_unit_stride_reads`): whole vectors
+    along `var` without a copy."""
+    unit = {id(r) for r in _unit_stride_reads(st, var)}
+    contiguous, strided = set(), set()
+    for r in reads(st.reduction.body):
+        (contiguous if id(r) in unit else strided).add(id(r.tensor))
+    return contiguous - strided
+
+
 def _vector_axis(st):
     """The last spatial axis, if an operand of the reduction reads along it contiguously."""
     if st.spatial and _unit_stride_reads(st, st.spatial[-1]):
@@ -648,11 +659,12 @@ def _channel_blocked(st, n, lanes, registers):
     gradient), then the widest one it does not depend on -- reduce loops
     outside the tile; a short row takes rows of the next free axis out
     (`channel_rows`). Every
-    operand packable along the channels whose channel dimension is not its
-    last is packed (a weight shared by two applications, as a GAN's
+    operand packable along the channels and read with a stride along them
+    is packed (a weight shared by two applications, as a GAN's
     discriminator on real and fake images, has a gradient summing two
     products: unpacked, the second reads strided vectors, 4x slower); one
-    already contiguous along them is read in place, its vectors whole (the
+    every read of which is contiguous along them (`_contiguous_operands`)
+    is read in place, its vectors whole (the
     LLTM's weight gradient over 8 steps packed eight 96 KB dgates on one
     thread for 12.6 MFLOP: 0.28 -> 0.21 ms inside the step)."""
     tensor, sc_axis, _ = st.packable[n]
@@ -677,8 +689,9 @@ def _channel_blocked(st, n, lanes, registers):
     inner = [f"{a}.{len(tile[a])}" for a in in_tile] + [f"{sc_axis}.1"]
     unroll = {f"{a}.{len(tile[a])}": factor[a] for a in in_tile if factor[a] > 1}
     reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
-    pack = [m for m, (t, axis, dim) in enumerate(st.packable)
-            if axis == sc_axis and dim != t.ndim - 1]
+    in_place = _contiguous_operands(st, st.spatial[int(sc_axis[1:])])
+    pack = [m for m, (t, axis, _) in enumerate(st.packable)
+            if axis == sc_axis and id(t) not in in_place]
     parallel = len(outer)
     packed = max((_bytes(st.packable[m][0]) for m in pack), default=0)
     if packed > COLUMNS_FIRST_BYTES and packed >= PANELS_FIRST_RATIO * _bytes(st.tensor) and \
