@@ -3,6 +3,7 @@ with the reference evaluator on odd sizes -- register tiles, panels and
 channel tiles with tails on every side -- and run clean under
 AddressSanitizer; on an AVX-512 machine the 64-byte kernels use zmm."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,31 @@ def test_generated_c_is_printed_for_the_target_width(monkeypatch, width):
     kernels = kernels_for([out])
     program = lower_program(kernels, [default_config(k) for k in kernels], inputs, [out])
     assert generate_c(program).startswith(f"#define NF_VBYTES {width}\n")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("columns", [16, 20])
+def test_vector_loops_of_whole_vectors_print_no_scalar_remainder(monkeypatch, width, columns):
+    """A register tile's 16 columns are whole vectors at every width, 20
+    only at 16 bytes: the scalar remainder loop is printed exactly when
+    some lanes are left over, and the kernel still agrees."""
+    monkeypatch.setenv(ENV, width)
+    from neoflow.graph import kernels_for
+    from neoflow.schedule import Config, lower_program
+    inputs, out = _matmul(7, 33, 2 * columns)
+    config = Config.from_dict({"stages": [{
+        "tile": {"s0": [3], "s1": [columns], "r0": [5]},
+        "order": ["s0.0", "s1.0", "r0.0", "r0.1", "s0.1", "s1.1"], "parallel": 2,
+        "vectorize": "s1", "cache_write": True}]})
+    source = generate_c(lower_program(kernels_for([out]), [config], inputs, [out]))
+    vector_loops = source.count("+ NF_LANES_F32 <=")
+    remainders = len(re.findall(r"for \(; v\d+ < ", source))
+    lanes = int(width) // 4
+    assert vector_loops == 3 and remainders == (3 if columns % lanes else 0)
+    rng = np.random.default_rng(columns)
+    values = [_rand(rng, *t.shape) for t in inputs]
+    np.testing.assert_allclose(nf.build(out, inputs, configs=config)(*values),
+                               nf.evaluate(out, dict(zip(inputs, values))), rtol=2e-4, atol=2e-4)
 
 
 ASAN_SCRIPT = """

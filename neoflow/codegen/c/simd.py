@@ -5,7 +5,8 @@ negation, constants) over loads that either step by one element with the
 loop variable (contiguous) or do not move with it (broadcast) is printed
 with GCC vector types (the prelude's nf_vf32 / nf_vf64, as wide as the
 target's SIMD registers: `vector_width`, from toolchain/target.py): a main
-loop over whole vectors, then the scalar loop for the remainder. Explicit
+loop over whole vectors, then the scalar loop for the remainder (none
+where the loop's constant bounds hold a whole number of vectors). Explicit
 vector types keep their width where the compiler's own vectoriser would
 not (GCC tunes AVX-512 cores for 256-bit loops; the 64-byte types still
 compile to zmm registers, tests/codegen/test_wide_vectors.py). Each element sees the same operations in the same
@@ -158,11 +159,21 @@ def print_simd(fn, loop, plan, d):
             value = (f"nf_splat_f{plan['dtype'][-2:]}({value[0]})", True)
         fn.emit(d + 2, f"*({vt}*)&{fn.name(st.buffer, 'b')}[{fn.expr(st.index)}] = {value[0]};")
     fn.emit(d + 1, "}")
-    fn.emit(d + 1, "#pragma GCC ivdep")
-    fn.emit(d + 1, f"for (; {v} < {end}; ++{v}) {{")
-    fn.stmt(loop.body, d + 2)
-    fn.emit(d + 1, "}")
+    if not _whole_vectors(loop, plan["dtype"]):
+        fn.emit(d + 1, "#pragma GCC ivdep")
+        fn.emit(d + 1, f"for (; {v} < {end}; ++{v}) {{")
+        fn.stmt(loop.body, d + 2)
+        fn.emit(d + 1, "}")
     fn.emit(d, "}")
+
+
+def _whole_vectors(loop, dtype):
+    """True if `loop` runs a constant number of whole vectors of the
+    target's width: it has no remainder."""
+    if not (isinstance(loop.begin, Const) and isinstance(loop.end, Const)):
+        return False
+    lanes = target().vector_bytes // (4 if dtype == "float32" else 8)
+    return (loop.end.value - loop.begin.value) % lanes == 0
 
 
 def _vexpr(fn, e, plan, vt):
