@@ -6,7 +6,8 @@ runs inside that stage's parallel row loop, after it. The loops of a stage
 are its axes split by `tile`, in `order`; the first `parallel` loops fuse
 into one parallel loop. Loop bounds are
 exact -- a tile's tail loop runs only to the extent (min with an expression
-of the outer loop variables) -- so no index ever leaves its axis.
+of the outer loop variables) -- or an edge tile runs whole inside its axis
+or its panel's padding (below), so no index ever leaves its tensor.
 
 A stage with a main reduction (schedule/stage.py) lowers in three phases
 inside the loops before the first reduce loop: initialise the accumulator
@@ -15,14 +16,19 @@ apply the epilogue and store each output once. Conjuncts of the reduction's
 `where` that bound one reduce axis affinely become that loop's bounds (as
 soon as the variables they use are bound); the rest guard the update.
 
-The phases are made in up to three versions, chosen per tile: whole and
+The phases are made in up to two versions, chosen per tile: whole and
 interior (constant loop bounds keep the accumulator in registers; the
 affine `where`s of the body -- padding -- hold for every point of the tile,
-so their true branch is taken without a test), whole (constant bounds), and
-exact (tails). Outside the interior, the spatial loops inside the innermost
-reduce loop are made twice again, so that an edge tile runs the reduce
-steps where its `where`s hold for the whole tile (most kernel taps) without
-tests either.
+so their true branch is taken without a test), and the rest. Where the
+accumulator is the tile's own (`cache_write`), the rest runs whole tiles
+too: an edge tile is moved back to end at the axis' end (its overlap with
+the tile before is computed twice and stored once), or, where every read
+along the axis is from a packed panel, runs on into the panel's zero
+padding and stores only its own points. Elsewhere the rest is made whole
+(constant bounds) and exact (tails). Outside the interior, the spatial
+loops inside the innermost reduce loop are made twice again, so that an
+edge tile runs the reduce steps where its `where`s hold for the whole tile
+(most kernel taps) without tests either.
 
 Every other reduction is computed into a scalar at the outermost loop depth
 where everything it depends on (its free variables and the conditions under
@@ -403,11 +409,23 @@ class _StageLowering:
             self.pads.update({id(x): entry for x in (t,) + selects})
 
     # loops ------------------------------------------------------------------
-    def _push_level(self, nest, level, tightener=None, full=()):
+    def _push_level(self, nest, level, tightener=None, full=(), shifted=(), store=False):
         """Push the loop `level` ("s0.1") onto `nest` with exact bounds (constant
-        for the axes in `full`, whose tile is known to be whole)."""
+        for the axes in `full`, whose tile is known to be whole). For the axes
+        in `shifted` (see `_edge_tiles`) the tile's innermost loop runs whole,
+        the tile moved back by its overhang past the axis' end; with `store`,
+        it starts past the overhang (the points the tile before it has)."""
         ax = self.axes[level.split(".")[0]]
         j = int(level.split(".")[1])
+        if ax.name in shifted and j == len(ax.factors):
+            base = _linear(zip(ax.vars[:j], ax.strides[:j]))
+            overhang = Binary("max", _int(0), _add(base, _int(ax.factors[-1] - ax.length.value)),
+                              dt.INDEX)
+            nest.push(_Loop(ax.vars[j], overhang if store else _int(0), _int(ax.factors[-1]),
+                            ax.vars[j].extent, level))
+            nest.let(ax.var, Binary("sub", _add(ax.start, _linear(zip(ax.vars, ax.strides))),
+                                    overhang, dt.INDEX))
+            return
         if j == 0:
             start, end = _int(ax.var.lo), _int(ax.var.hi)
             if tightener is not None:
@@ -557,15 +575,15 @@ class _StageLowering:
             acc, acc_index = self.out, out_index
         p = outer.depth
 
-        def phase(levels, make_leaf, full, assume):   # init or epilogue: tile loops only
-            nest = outer.copy(assume)
+        def phase(levels, make_leaf, full, assume, shifted=(), store=False):
+            nest = outer.copy(assume)     # init or epilogue: tile loops only
             for lv in levels:
-                self._push_level(nest, lv, None, full)
+                self._push_level(nest, lv, None, full, shifted, store)
             leaf = make_leaf(nest)
             self._set_kinds(nest, leaf, p)
             return _wrap(nest, p, leaf)
 
-        def update_phase(full, assume, tightener):
+        def update_phase(full, assume, tightener, shifted):
             """The accumulation; inside the innermost reduce loop, the spatial
             loops after it are made twice when the `where`s of the body can
             hold for all of them (an edge tile then runs most reduce steps,
@@ -580,12 +598,13 @@ class _StageLowering:
             split = max(n for n, lv in enumerate(inner_order) if lv.startswith("r")) + 1
             nest = outer.copy(assume)
             for lv in inner_order[:split]:
-                self._push_level(nest, lv, tightener if lv.startswith("r") else None, full)
+                self._push_level(nest, lv, tightener if lv.startswith("r") else None, full,
+                                 shifted)
 
             def rest(known):
                 inner = nest.copy(known)
                 for lv in inner_order[split:]:
-                    self._push_level(inner, lv, None, full)
+                    self._push_level(inner, lv, None, full, shifted)
                 leaf = update(inner)
                 self._set_kinds(inner, leaf, nest.depth)
                 return _wrap(inner, nest.depth, leaf)
@@ -600,23 +619,30 @@ class _StageLowering:
             self._set_kinds(nest, leaf, p)
             return _wrap(nest, p, leaf)
 
-        def phases(full, assume):
+        def phases(full, assume, shifted=(), padded=()):
             tightener = _Tightener(red.cond)
             out = [phase(tile, lambda nest: Store(acc, acc_index, _identity(red.op, red.dtype)),
-                         full, assume),
-                   update_phase(full, assume, tightener)]
+                         full, assume, shifted),
+                   update_phase(full, assume, tightener, shifted)]
             if sc.cache_write or st.tensor.op.body is not red:
                 replace = {id(red): Load(acc, acc_index)}
                 out.append(phase(tile, lambda nest: Store(
                     self.out, out_index, self.expr(st.tensor.op.body, nest, (), replace)),
-                    full, assume))
+                    set(full) - set(padded), assume, shifted, store=True))
             return Seq(out)
 
         whole = self._whole_tile_conds(tile)
         interior, assume = self._interior_conds(sc.order[:p])
-        body = phases((), frozenset())
-        if whole:
-            body = IfThenElse(_all(list(whole.values())), phases(set(whole), frozenset()), body)
+        edges = self._edge_tiles(whole, tile) if whole else None
+        if edges:
+            body = phases(set(whole), frozenset(),
+                          {name for name, mode in edges.items() if mode == "shift"},
+                          {name for name, mode in edges.items() if mode == "pad"})
+        else:
+            body = phases((), frozenset())
+            if whole:
+                body = IfThenElse(_all(list(whole.values())), phases(set(whole), frozenset()),
+                                  body)
         if assume:
             fast = list(whole.values()) + interior
             body = phases(set(whole), assume) if not fast else IfThenElse(
@@ -691,6 +717,45 @@ class _StageLowering:
                 out[name] = Binary("le", _add(base, _int(ax.strides[j - 1])),
                                    _int(ax.var.extent), dt.BOOL)
         return out
+
+    def _edge_tiles(self, whole, tile):
+        """How the edge tiles of the axes in `whole` run as whole tiles, or
+        None where one cannot: {axis: "shift" or "pad"}. Either way the
+        accumulator is the tile's own (cache_write), the axis has one loop
+        in the tile, its innermost, and constant bounds, and the epilogue
+        stores only the tile's points that are the edge tile's own.
+        * "shift": the tile is moved back to end at the axis' end (no
+          longer than the axis, no panel along it); the points it shares
+          with the tile before are computed again, the same way.
+        * "pad": every read in the sum that moves along the axis is from
+          its packed panels, which hold zeros past the axis' end."""
+        if not self.sc.cache_write:
+            return None
+        modes = {}
+        for name in whole:
+            ax = self.axes[name]
+            levels = [lv for lv in tile if lv.split(".")[0] == name]
+            if levels != [ax.levels[-1]] or not isinstance(ax.length, Const):
+                return None
+            packed = any(axis == name for axis, _, _, _ in self.packs.values())
+            if not packed and ax.factors[-1] <= ax.length.value:
+                modes[name] = "shift"
+            elif packed and self._read_through_panels(name):
+                modes[name] = "pad"
+            else:
+                return None
+        return modes
+
+    def _read_through_panels(self, name):
+        """Whether every read in the main reduction's body that uses spatial
+        axis `name` is from a panel packed along it."""
+        var = self.st.axis(name)
+        for r in reads(self.st.reduction.body):
+            pack = self.packs.get(id(r.tensor))
+            if (pack is None or pack[0] != name) and any(
+                    any(v is var for v in free_vars(index)) for index in r.indices):
+                return False
+        return True
 
     def _guarded(self, stmt, nest, context, tightener):
         """`stmt` under nested ifs: the context conditions, then the conjuncts

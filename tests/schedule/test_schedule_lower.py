@@ -59,19 +59,69 @@ def test_reduction_condition_tightens_loop_bounds():
     assert "for r in [max(0, (i + -2)), (i + 1))" in dump(func.body)  # i + 1 <= 10: no min
 
 
-def test_tails_are_bounded_exactly_and_full_tiles_are_constant():
-    x = nf.placeholder((7, 33), name="x")
-    y = nf.placeholder((33, 7), name="y")
-    k = nf.reduce_axis(33, name="k")
-    c = nf.compute((7, 7), lambda i, j: nf.sum(x[i, k] * y[k, j], axis=k))
-    config = Config.from_dict({"stages": [{
-        "tile": {"s0": [3], "s1": [2], "r0": [5]},
+def _matmul(m, k, n):
+    x = nf.placeholder((m, k), name="x")
+    y = nf.placeholder((k, n), name="y")
+    r = nf.reduce_axis(k, name="k")
+    return x, y, nf.compute((m, n), lambda i, j: nf.sum(x[i, r] * y[r, j], axis=r))
+
+
+def _tiled(cache_write, pack=(), columns=2):
+    return Config.from_dict({"stages": [{
+        "tile": {"s0": [3], "s1": [columns], "r0": [5]},
         "order": ["s0.0", "s1.0", "r0.0", "r0.1", "s0.1", "s1.1"], "parallel": 2,
-        "vectorize": "s1", "cache_write": True}]})
+        "vectorize": "s1", "cache_write": cache_write, "pack": list(pack)}]})
+
+
+def _agrees(x, y, c, config):
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal(x.shape).astype(np.float32)
+    yv = rng.standard_normal(y.shape).astype(np.float32)
+    got = nf.build(c, [x, y], configs=config)(xv, yv)
+    np.testing.assert_allclose(got, nf.evaluate(c, {x: xv, y: yv}), rtol=1e-5, atol=1e-5)
+
+
+def test_tails_are_bounded_exactly_and_full_tiles_are_constant():
+    x, y, c = _matmul(7, 33, 7)
+    config = _tiled(cache_write=False)        # accumulates in the output: no whole edge tiles
     text = dump(lowered(c, config).body)
     assert "min(5, (33 - (r0.0 * 5)))" in text    # the reduce tail
     assert "if ((((s0.0 * 3) + 3) <= 7) & (((s1.0 * 2) + 2) <= 7))" in text  # whole tiles: constant bounds
+    assert "min(3, (7 - (s0.0 * 3)))" in text     # else exact tails
     assert "parallel" in text
+    _agrees(x, y, c, config)
+
+
+def test_edge_tiles_of_a_register_tile_move_back_inside_the_axis():
+    x, y, c = _matmul(7, 33, 7)
+    config = _tiled(cache_write=True)
+    text = dump(lowered(c, config).body)
+    assert "if " not in text and "min(3" not in text and "min(2" not in text   # one version
+    # the edge tile ends at the axis' end; it stores only past the overlap
+    assert "let i = (((s0.0 * 3) + s0.1) - max(0, ((s0.0 * 3) + -4)))" in text
+    store = text[text.rindex("for s0.1"):]
+    assert store.startswith("for s0.1 in [max(0, ((s0.0 * 3) + -4)), 3)")
+    assert "for s1.1 in [max(0, ((s1.0 * 2) + -5)), 2)" in store
+    _agrees(x, y, c, config)
+
+
+def test_edge_tiles_along_a_packed_axis_run_into_the_zero_padding():
+    x, y, c = _matmul(7, 33, 13)
+    config = _tiled(cache_write=True, pack=[1], columns=8)     # y packed along the columns
+    text = dump(lowered(c, config).body)
+    assert "if " not in text
+    update = text[text.index("for r0.0"):text.rindex("for s0.1")]
+    assert "for s1.1 in [0, 8) vectorized" in update and "let j = ((s1.0 * 8) + s1.1)" in update
+    store = text[text.rindex("for s0.1"):]
+    assert "for s1.1 in [0, min(8, (13 - (s1.0 * 8)))) vectorized" in store   # its own points
+    _agrees(x, y, c, config)
+
+
+@pytest.mark.parametrize("m, n", [(1, 1), (2, 3), (3, 2), (5, 11), (9, 4)])
+def test_whole_edge_tiles_agree_with_the_reference_on_odd_sizes(m, n):
+    x, y, c = _matmul(m, 19, n)
+    for config in (_tiled(cache_write=True), _tiled(cache_write=True, pack=[1], columns=8)):
+        _agrees(x, y, c, config)
 
 
 def test_multi_stage_kernel_keeps_intermediates_local():
@@ -107,9 +157,10 @@ def test_padded_conv_interior_tiles_skip_the_padding_test():
     assert "where(" not in fast
     condition = [line for line in fast.splitlines() if line.lstrip().startswith("if ")][0]
     assert "((l + -1) >= 0)" in condition and "(((l * -1) + 18) >= 0)" in condition
-    # edge tiles: per kernel tap, the taps inside the image run without the test too
-    assert edges.count("where(") == 2 and edges.count("for rc in") == 2
-    tap = [line.strip() for line in edges.splitlines() if line.strip().startswith("if ")][1]
+    # edge tiles (one version, moved back inside the image's columns): per
+    # kernel tap, the taps inside the image run without the test too
+    assert edges.count("where(") == 1 and edges.count("for rc in") == 1
+    tap = [line.strip() for line in edges.splitlines() if line.strip().startswith("if ")][0]
     assert "rh" in tap and "rw" in tap
 
 
