@@ -65,7 +65,9 @@ from .stage import Stage
 
 REGISTER_RESERVE = 4     # vector registers a register tile leaves to operands and broadcasts
                          # (of AVX2's 16: 12 accumulators; of AVX-512's 32: 28)
-TAIL_COST = 3            # a partial tile (exact bounds, in memory) costs about 3 whole ones
+TAIL_COST = 3            # a partial tile counts as about 3 whole ones (measured again since
+                         # register tiles' edge tiles run whole, schedule/lower.py: at 1 the
+                         # tiles it chose on LeNet ran 8-42% slower, on MobileNet-v2 5-14%)
 PARALLEL_MIN_WORK = 1 << 15          # work (points x reduce points x _point_cost) below
 PARALLEL_MIN_WORK_PASSIVE = 1 << 21  # which a stage runs on one thread; larger when OpenMP
                                      # threads sleep between parallel loops
@@ -475,7 +477,7 @@ def _channel_tiles(registers):
 
 def _tail_cost(extent, f):
     """Time per element of `extent` elements cut into tiles of `f`, relative to
-    whole tiles (a partial tile runs a slower exact path: TAIL_COST tiles).
+    whole tiles (a partial tile counted as TAIL_COST tiles).
 
     >>> _tail_cost(56, 8), _tail_cost(14, 8) > 1
     (1.0, True)
@@ -486,7 +488,7 @@ def _tail_cost(extent, f):
 def _register_tile(v_extent, u_extent, lanes, registers=16):
     """(columns, rows) of the register tile: at most `accumulators(registers)`
     vectors, as many as fit, two vectors per row if that costs little, few
-    tails (a partial tile runs a slower exact path: counted as TAIL_COST tiles).
+    tails (a partial tile counted as TAIL_COST tiles).
     With AVX-512's 32 registers, 14 rows x 2 vectors of 16 floats (one
     Sapphire Rapids core, loaded: matmul 512 86-88 GFLOP/s, against 87 for
     7 x 4 and 83 for 9 x 3; matmul 1024, rows first, 64-66 against 59 and

@@ -117,6 +117,19 @@ def test_edge_tiles_along_a_packed_axis_run_into_the_zero_padding():
     _agrees(x, y, c, config)
 
 
+def test_an_edge_tile_mostly_past_the_end_runs_exactly():
+    """6 rows in tiles of 5: the second tile's one row costs less as an
+    exact tail than a whole tile (TAIL_SLOWDOWN), so the tile is made
+    whole under a test and exact otherwise."""
+    x, y, c = _matmul(6, 33, 7)
+    config = _tiled(cache_write=True)
+    config.stages[0].tile["s0"] = [5]
+    text = dump(lowered(c, config).body)
+    assert "if ((((s0.0 * 5) + 5) <= 6) & (((s1.0 * 2) + 2) <= 7))" in text
+    assert "min(5, (6 - (s0.0 * 5)))" in text and "- max(0," not in text
+    _agrees(x, y, c, config)
+
+
 @pytest.mark.parametrize("m, n", [(1, 1), (2, 3), (3, 2), (5, 11), (9, 4)])
 def test_whole_edge_tiles_agree_with_the_reference_on_odd_sizes(m, n):
     x, y, c = _matmul(m, 19, n)
