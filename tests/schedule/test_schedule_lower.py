@@ -130,6 +130,21 @@ def test_an_edge_tile_mostly_past_the_end_runs_exactly():
     _agrees(x, y, c, config)
 
 
+def test_a_masked_sum_runs_its_padded_edge_rows_under_the_mask():
+    """Rows past the end (both operands packed, so in their zero padding)
+    test `k <= i` like any other and are not stored."""
+    x, y = nf.placeholder((7, 9), name="x"), nf.placeholder((9, 13), name="y")
+    k = nf.reduce_axis(9, name="k")
+    c = nf.compute((7, 13), lambda i, j: nf.sum(x[i, k] * y[k, j], axis=k, where=k <= i))
+    config = Config.from_dict({"stages": [{
+        "tile": {"s0": [3], "s1": [8], "r0": []},
+        "order": ["s0.0", "s1.0", "r0.0", "s0.1", "s1.1"], "parallel": 2,
+        "vectorize": "s1", "cache_write": True, "pack": [0, 1]}]})
+    text = dump(lowered(c, config).body)
+    assert "if (k <= i)" in text and "for k in [0, 9)" in text and "min(3, (7 - (s0.0 * 3)))" in text
+    _agrees(x, y, c, config)
+
+
 @pytest.mark.parametrize("m, n", [(1, 1), (2, 3), (3, 2), (5, 11), (9, 4)])
 def test_whole_edge_tiles_agree_with_the_reference_on_odd_sizes(m, n):
     x, y, c = _matmul(m, 19, n)
