@@ -11,7 +11,9 @@ about equal size (twice as many as cores: one compiler subprocess each, all
 at once from a thread pool, started in the background as soon as the C is
 printed -- the first step, profile or swap waits for them, so the trainer's
 own work until then overlaps them); the step entry (`generate_entry`) calls kernel
-n through its table entry n, into which the address of kernel n's code --
+n through entry n of the step's own kernel table (passed in after the
+buffers, so steps whose entry C is the same, one library in the process,
+still run their own kernels), into which the address of kernel n's code --
 read from the table of the library that holds it -- is written. Each
 kernel's constant offsets into its arguments are passed with the pointers
 (`rebased`), so an unrolled recurrence's steps, which differ only in the
@@ -375,8 +377,9 @@ class NativeStep:
         # (the quick builds by id, held so no later library takes an id of theirs)
         self._upgrade, self._quick, self._upgraded = None, {}, False
         self._threads = None     # OpenMP's thread count while an upgrade holds it at one
-        self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs)))(
-            *[views[id(t)].ctypes.data for t in leaves + outputs])
+        self._table = (ctypes.c_void_p * max(1, len(kernels)))()   # this step's own
+        self._pointers = (ctypes.c_void_p * (len(leaves) + len(outputs) + 1))(
+            *[views[id(t)].ctypes.data for t in leaves + outputs], ctypes.addressof(self._table))
         self._args = [[ctypes.c_void_p(views[id(t)].ctypes.data + off * views[id(t)].itemsize)
                        for t, off in zip(k.inputs + k.outputs, program.offsets[n])]
                       for n, k in enumerate(kernels)]
@@ -397,7 +400,6 @@ class NativeStep:
         self._errors = BuiltFunction(outputs, False, leaves, outputs, self.kernels, self.configs,
                                      self._program, entry_source, entry_library, None)
         self._entry = entry_library.get(ENTRY, [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64)
-        self._table = entry_library.array(TABLE, ctypes.c_void_p, max(1, len(self.kernels)))
         self._pending = self._build = None
         for group, library in zip(groups, libraries):
             for slot, n in enumerate(group):   # (a list: each kernel's own, from an upgrade)

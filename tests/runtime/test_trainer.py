@@ -277,3 +277,39 @@ def test_batch_norm_running_statistics_follow_torch():
         params = trainer.parameters()
     np.testing.assert_allclose(params["bn.running_mean"], t_rm.numpy(), rtol=1e-12)
     np.testing.assert_allclose(params["bn.running_var"], t_rv.numpy(), rtol=1e-12)
+
+
+def _activated(act, sizes=(8, 5, 3)):
+    n, i, o = sizes
+    x = nf.placeholder((n, i), name="x")
+    w = nf.parameter((i, o), name="w")
+    k = nf.reduce_axis(i, name="k")
+    h = nf.compute((n, o), lambda a, j: nf.sum(x[a, k] * w[k, j], axis=k), name="h")
+    y = nf.compute((n, o), lambda a, j: act(h[a, j]), name="y")
+    return x, nf.nn.mean(y * y)
+
+
+def test_trainers_whose_step_entries_print_the_same_c_run_their_own_kernels():
+    """Two networks that differ only in an activation print the same step
+    entry, one library in the process: each trainer still runs its own
+    kernels, before and after the other is built (each step's kernel table
+    is its own), and trains as it does alone."""
+    xv = np.random.default_rng(0).standard_normal((8, 5)).astype(np.float32)
+
+    def losses(trainer, x, steps):
+        return [float(trainer.step({x: xv})) for _ in range(steps)]
+
+    x, loss = _activated(nf.tanh)
+    with nf.Trainer(loss, nf.optim.SGD(lr=0.5), database=False, seed=3) as alone:
+        expected = losses(alone, x, 6)
+    x1, tanh_loss = _activated(nf.tanh)
+    x2, sigmoid_loss = _activated(nf.sigmoid)
+    with nf.Trainer(tanh_loss, nf.optim.SGD(lr=0.5), database=False, seed=3) as first:
+        got = losses(first, x1, 3)
+        with nf.Trainer(sigmoid_loss, nf.optim.SGD(lr=0.5), database=False, seed=3) as second:
+            other = losses(second, x2, 3)
+            entries = [t._executor.program._errors.library for t in (first, second)]
+            assert entries[0] is entries[1]           # the case: one entry library
+            got += losses(first, x1, 3)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert not np.allclose(other, expected[:3])

@@ -5,10 +5,11 @@ exported `int64_t nf_main(void* const* args, int64_t* err)` takes the
 program's input then output pointers, runs the kernels in order with the
 temporaries between them (each allocated just before its producer and freed
 after its last reader) and returns err[0] (see the prelude). It calls
-kernel n through the exported, writable table `nf_kernel_table[n]`
-(initialised to the static kernels), so the runtime can read a kernel's
-address out of one library and swap it into another's table
-(`generate_entry` prints the entry alone, its table empty until filled).
+kernel n through entry n of a table of kernel addresses: the exported
+`nf_kernel_table` of the library's static kernels, or -- for the entry
+printed alone (`generate_entry`) -- the caller's own, passed after the
+output pointers, so the runtime can read a kernel's address out of one
+library and run it from a table no other caller shares.
 
 Parallel loops get `#pragma omp parallel for`; vectorised loops of plain
 float arithmetic are printed with vector types (codegen/c/simd.py), other
@@ -67,12 +68,16 @@ def generate_c(program, aliased=()):
 
 
 def generate_entry(program):
-    """The C source of `nf_main` alone: it calls kernel n through
-    `nf_kernel_table[n]`, which holds NULL until the caller writes a
-    kernel's address there (e.g. entry 0 of the table of a library built
-    from `generate_c` of that kernel alone, which has the same parameters).
+    """The C source of `nf_main` alone: it calls kernel n through entry n of
+    a kernel table the caller passes after the buffers (`args[len(inputs) +
+    len(outputs)]`), into which it writes each kernel's address (e.g. entry
+    0 of the table of a library built from `generate_c` of that kernel
+    alone, which has the same parameters). The table is the caller's, not
+    the library's: two steps whose entry C is the same share one loaded
+    library (toolchain/library.py loads a path once) yet run their own
+    kernels -- two networks that differ only in an activation, say.
 
-    >>> "nf_kernel_table[2]" in generate_entry(program)        # doctest: +SKIP
+    >>> "table[2]" in generate_entry(program)                   # doctest: +SKIP
     True
     """
     return "\n".join([vector_width(), PRELUDE, _Function().entry(program, static_kernels=False)])
@@ -127,15 +132,21 @@ class _Function:
         return "\n".join(self.lines) + "\n"
 
     def entry(self, program, static_kernels):
-        """The kernel table (the static kernels, or NULLs) and `nf_main`: each
-        temporary is allocated just before the kernel that writes it and freed
-        after the last kernel that reads it."""
+        """`nf_main`, calling the kernels through a table: with
+        `static_kernels`, the library's own (exported, holding its static
+        kernels); else the one passed after the buffers. Each temporary is
+        allocated just before the kernel that writes it and freed after the
+        last kernel that reads it."""
         count = len(program.kernels)
-        first = ", ".join(f"(nf_kernel_fn)nf_kernel{n}" for n in range(count))
         self.emit(0, "typedef void (*nf_kernel_fn)(void);")
-        self.emit(0, f"nf_kernel_fn {TABLE}[{max(1, count)}] = "
-                     f"{{{first if static_kernels and count else '0'}}};")
+        if static_kernels:
+            first = ", ".join(f"(nf_kernel_fn)nf_kernel{n}" for n in range(count)) or "0"
+            self.emit(0, f"nf_kernel_fn {TABLE}[{max(1, count)}] = {{{first}}};")
+        table = TABLE if static_kernels else "table"
         self.emit(0, f"int64_t {ENTRY}(void* const* args, int64_t* err) {{")
+        if not static_kernels:
+            at = len(program.inputs) + len(program.outputs)
+            self.emit(1, f"nf_kernel_fn const* table = (nf_kernel_fn const*)args[{at}];")
         for n, b in enumerate(program.inputs):
             t = _ctype(b.dtype)
             self.emit(1, f"const {t}* {self.name(b, 'b')} = (const {t}*)args[{n}];")
@@ -158,7 +169,7 @@ class _Function:
             params += [f"{_ctype(b.dtype)}*" for b in func.outputs] + ["int64_t*"]
             passed = [self.names[id(b)] + (f" + {off}" if off else "")
                       for b, off in zip(args, program.offsets[n])]
-            self.emit(1, f"((void (*)({', '.join(params)})){TABLE}[{n}])"
+            self.emit(1, f"((void (*)({', '.join(params)})){table}[{n}])"
                          f"({', '.join(passed)}, err);")
             self.emit(1, "if (err[0] != 0) goto done;")
             for b in args[:reads]:
