@@ -90,6 +90,7 @@ PACK_MIN_REDUCE = 64
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
+SMALL_WINDOW_MIN_ROW = 2  # output row points a small window needs to vectorise across them
 # Channel-blocked tiles by the target's vector registers: (vectors of channels,
 # candidate output points along the row axis: see TAIL_GAIN below).
 # 16 registers (AVX2): 2 vectors x 5 points, 10 accumulators -- measured on the
@@ -262,7 +263,7 @@ def _stage_default(st, simd):
             sc = _channel_blocked(st, channels, lanes, registers)
         elif transposed is not None:
             sc = _blocked(st, len(st.spatial) - 1, lanes, registers, packed=transposed)
-        elif v is None and _small_window(st, lanes):
+        elif v is None and _small_window(st):
             sc = _blocked(st, len(st.spatial) - 1, lanes, registers, address_order=False)
         else:
             sc = _blocked(st, v, lanes, registers) if v is not None else _rowwise(st)
@@ -387,12 +388,19 @@ def _transposed_panel(st, lanes):
     return packed or None
 
 
-def _small_window(st, lanes):
+def _small_window(st):
     """A reduction over a few points (a strided pooling window) whose output
-    rows are long enough to vectorise across, strided reads and all, and
-    whose range does not depend on the output point (no `where=`, which
-    tightens the reduce loops when they run inside)."""
-    return (st.spatial and st.spatial[-1].extent >= lanes and st.reduction.cond is None
+    rows have points to vectorise across, strided reads and all, and whose
+    range does not depend on the output point (no `where=`, which tightens
+    the reduce loops when they run inside). A row shorter than a vector
+    qualifies too: the alternative (`_rowwise`) runs every output point as
+    one iteration of a single parallel loop, decomposing its index, over a
+    vectorised 2-point window. With 16 lanes, LeNet's 2x2 pooling (rows of
+    14 and 5) ran 7x and 3x faster across its rows, YOLO's 5.6x, ResNet-3D's
+    max_pool3d 4.9x and its batch-norm gradient 1.6x (alternated, in one
+    process)."""
+    return (st.spatial and st.spatial[-1].extent >= SMALL_WINDOW_MIN_ROW
+            and st.reduction.cond is None
             and math.prod(a.extent for a in st.reduce_axes) <= SMALL_WINDOW)
 
 

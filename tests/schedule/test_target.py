@@ -157,6 +157,23 @@ def test_a_short_conv_row_takes_rows_of_the_next_axis(width, bytes_, tile, unrol
     np.testing.assert_allclose(f(xv, wv), nf.evaluate(y, {x: xv, w: wv}), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("bytes_", ["32", "64"])
+@pytest.mark.parametrize("size", [28, 10, 4])
+def test_a_pooling_window_vectorises_across_rows_shorter_than_a_vector(width, bytes_, size):
+    """2x2/2 max pooling onto rows of 14, 5 and 2 points, at 8 and 16
+    lanes: the window's loops run around a vector of output points, in a
+    parallel loop over the rows (not over every point, as a row reduction
+    is); values, and first-maximum positions, agree with the reference."""
+    width(bytes_)
+    x = nf.placeholder((3, 5, size, size), name="x")
+    y = nf.nn.max_pool2d(x, 2)
+    f = nf.build(y, [x], database=False)
+    sc = f.configs[0].stages[0]
+    assert sc.vectorize == "s3" and sc.order[-1] == "s3.0" and sc.parallel <= 3
+    xv = np.random.default_rng(size).standard_normal(x.shape).astype(np.float32)
+    np.testing.assert_array_equal(f(xv), nf.evaluate(y, {x: xv}))
+
+
 def test_channel_rows_fill_a_short_tile():
     assert [channel_rows(32, p, 16) for p in (1, 2, 3, 4, 5, 8)] == [8, 4, 2, 2, 1, 1]
     assert channel_rows(32, 4, 3) == 2 and channel_rows(32, 2, 6) == 3   # fewest tails
