@@ -55,6 +55,7 @@ CASES = {
     "conv channel tile": lambda: _conv(2, 5, 64, 13),       # 32-channel pairs, 13 % 8 tails
     "conv strided": lambda: _conv(1, 6, 64, 15, stride=2),
     "conv transpose": lambda: _conv_transpose(2, 64, 32, 5),
+    "conv row of 28": lambda: _conv(2, 1, 6, 28),           # whole, half and scalar vectors
 }
 
 
@@ -81,12 +82,19 @@ def test_generated_c_is_printed_for_the_target_width(monkeypatch, width):
     assert generate_c(program).startswith(f"#define NF_VBYTES {width}\n")
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("columns", [16, 20])
-def test_vector_loops_of_whole_vectors_print_no_scalar_remainder(monkeypatch, width, columns):
-    """A register tile's 16 columns are whole vectors at every width, 20
-    only at 16 bytes: the scalar remainder loop is printed exactly when
-    some lanes are left over, and the kernel still agrees."""
+# (width, columns) -> (a half-vector step, a scalar remainder) after each vector loop
+TAILS = {("16", 16): (0, 0), ("16", 20): (0, 0), ("16", 28): (0, 0),
+         ("32", 16): (0, 0), ("32", 20): (1, 0), ("32", 28): (1, 0),
+         ("64", 16): (0, 0), ("64", 20): (0, 1), ("64", 28): (1, 1)}
+
+
+@pytest.mark.parametrize("width, columns", list(TAILS))
+def test_vector_loops_print_half_vector_and_scalar_tails_only_where_points_remain(
+        monkeypatch, width, columns):
+    """A register tile's rows of 16, 20 and 28 columns at 4, 8 and 16 lanes:
+    after the whole vectors, a vector half as wide where at least that many
+    columns remain (32-byte targets and wider), then a scalar loop only for
+    what is left; the kernel agrees with the reference."""
     monkeypatch.setenv(ENV, width)
     from neoflow.graph import kernels_for
     from neoflow.schedule import Config, lower_program
@@ -96,10 +104,10 @@ def test_vector_loops_of_whole_vectors_print_no_scalar_remainder(monkeypatch, wi
         "order": ["s0.0", "s1.0", "r0.0", "r0.1", "s0.1", "s1.1"], "parallel": 2,
         "vectorize": "s1", "cache_write": True}]})
     source = generate_c(lower_program(kernels_for([out]), [config], inputs, [out]))
-    vector_loops = source.count("+ NF_LANES_F32 <=")
-    remainders = len(re.findall(r"for \(; v\d+ < ", source))
-    lanes = int(width) // 4
-    assert vector_loops == 3 and remainders == (3 if columns % lanes else 0)
+    half, scalar = TAILS[(width, columns)]
+    assert source.count("+ NF_LANES_F32 <=") == 3          # init, update, store
+    assert source.count("*(nf_hf32*)&") == 3 * half
+    assert len(re.findall(r"for \(; v\d+ < ", source)) == 3 * scalar
     rng = np.random.default_rng(columns)
     values = [_rand(rng, *t.shape) for t in inputs]
     np.testing.assert_allclose(nf.build(out, inputs, configs=config)(*values),

@@ -113,6 +113,18 @@ static inline nf_vf64 nf_splat_f64(double x) {
     for (int i = 0; i < NF_LANES_F64; ++i) v[i] = x;
     return v;
 }
+typedef float nf_hf32 __attribute__((vector_size(NF_VBYTES / 2), aligned(4), may_alias));
+typedef double nf_hf64 __attribute__((vector_size(NF_VBYTES / 2), aligned(8), may_alias));
+static inline nf_hf32 nf_hsplat_f32(float x) {
+    nf_hf32 v;
+    for (int i = 0; i < NF_LANES_F32 / 2; ++i) v[i] = x;
+    return v;
+}
+static inline nf_hf64 nf_hsplat_f64(double x) {
+    nf_hf64 v;
+    for (int i = 0; i < NF_LANES_F64 / 2; ++i) v[i] = x;
+    return v;
+}
 
 """
 

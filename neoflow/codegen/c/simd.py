@@ -5,8 +5,10 @@ negation, constants) over loads that either step by one element with the
 loop variable (contiguous) or do not move with it (broadcast) is printed
 with GCC vector types (the prelude's nf_vf32 / nf_vf64, as wide as the
 target's SIMD registers: `vector_width`, from toolchain/target.py): a main
-loop over whole vectors, then the scalar loop for the remainder (none
-where the loop's constant bounds hold a whole number of vectors). Explicit
+loop over whole vectors, then -- on targets of 32 bytes or more, where
+constant bounds leave half a vector or more -- one step of a vector half
+as wide (nf_hf32 / nf_hf64), then the scalar loop for the remainder (none
+where the loop's constant bounds leave nothing). Explicit
 vector types keep their width where the compiler's own vectoriser would
 not (GCC tunes AVX-512 cores for 256-bit loops; the 64-byte types still
 compile to zmm registers, tests/codegen/test_wide_vectors.py). Each element sees the same operations in the same
@@ -25,6 +27,8 @@ from ...te.expr import Binary, Cast, Const, IterVar, Unary
 from ...toolchain.target import target
 
 VECTOR_TYPES = {"float32": "nf_vf32", "float64": "nf_vf64"}
+HALF_TYPES = {"float32": "nf_hf32", "float64": "nf_hf64"}   # half as wide: a row's tail
+HALF_MIN_BYTES = 32       # a half vector of a narrower target holds too few lanes to pay
 LANES = {"float32": "NF_LANES_F32", "float64": "NF_LANES_F64"}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _UNROLL = 8
@@ -138,28 +142,33 @@ def _vector_value(e, coefs, plan, dtype):
 
 
 def print_simd(fn, loop, plan, d):
-    """Emit `loop` through the printer `fn`: whole vectors, then the rest.
+    """Emit `loop` through the printer `fn`: whole vectors, then one vector
+    of half the width where constant bounds leave at least that many points
+    (on targets of 32 bytes or more: with 16 lanes, a row of 28 ran 12
+    scalar multiply-adds per channel after its one vector; under a bound
+    known only at run time, the half vector's test and code made register
+    tiles' stores slower), then the rest.
 
     >>> print_simd(printer, loop, simd_plan(loop), 2)          # doctest: +SKIP
     """
     v = fn.name(loop.var, "v")
-    vt, lanes = VECTOR_TYPES[plan["dtype"]], LANES[plan["dtype"]]
-    end = fn.expr(loop.end)
+    dtype = plan["dtype"]
+    lanes, end = LANES[dtype], fn.expr(loop.end)
     fn.emit(d, "{")
     fn.emit(d + 1, f"int64_t {v} = {fn.expr(loop.begin)};")
     fn.emit(d + 1, f"NF_UNROLL({_UNROLL})")
     fn.emit(d + 1, f"for (; {v} + {lanes} <= {end}; {v} += {lanes}) {{")
-    body = loop.body
-    while isinstance(body, Let):
-        fn.emit(d + 2, f"const int64_t {fn.name(body.var, 'v')} = {fn.expr(body.value)};")
-        body = body.body
-    for st in body.stmts if isinstance(body, Seq) else (body,):
-        value = _vexpr(fn, st.value, plan, vt)
-        if not value[1]:
-            value = (f"nf_splat_f{plan['dtype'][-2:]}({value[0]})", True)
-        fn.emit(d + 2, f"*({vt}*)&{fn.name(st.buffer, 'b')}[{fn.expr(st.index)}] = {value[0]};")
+    _vector_step(fn, loop, plan, d + 2, VECTOR_TYPES[dtype], f"nf_splat_f{dtype[-2:]}")
     fn.emit(d + 1, "}")
-    if not _whole_vectors(loop, plan["dtype"]):
+    remainder = _remainder(loop, dtype)
+    if (target().vector_bytes >= HALF_MIN_BYTES and remainder is not None
+            and 2 * remainder >= _lanes(dtype)):
+        fn.emit(d + 1, "{")
+        _vector_step(fn, loop, plan, d + 2, HALF_TYPES[dtype], f"nf_hsplat_f{dtype[-2:]}")
+        fn.emit(d + 2, f"{v} += {lanes} / 2;")
+        fn.emit(d + 1, "}")
+        remainder -= _lanes(dtype) // 2
+    if remainder != 0:
         fn.emit(d + 1, "#pragma GCC ivdep")
         fn.emit(d + 1, f"for (; {v} < {end}; ++{v}) {{")
         fn.stmt(loop.body, d + 2)
@@ -167,13 +176,29 @@ def print_simd(fn, loop, plan, d):
     fn.emit(d, "}")
 
 
-def _whole_vectors(loop, dtype):
-    """True if `loop` runs a constant number of whole vectors of the
-    target's width: it has no remainder."""
+def _vector_step(fn, loop, plan, d, vt, splat):
+    """The body of `loop` for one vector of type `vt` at its variable."""
+    body = loop.body
+    while isinstance(body, Let):
+        fn.emit(d, f"const int64_t {fn.name(body.var, 'v')} = {fn.expr(body.value)};")
+        body = body.body
+    for st in body.stmts if isinstance(body, Seq) else (body,):
+        value = _vexpr(fn, st.value, plan, vt)
+        if not value[1]:
+            value = (f"{splat}({value[0]})", True)
+        fn.emit(d, f"*({vt}*)&{fn.name(st.buffer, 'b')}[{fn.expr(st.index)}] = {value[0]};")
+
+
+def _lanes(dtype):
+    return target().vector_bytes // (4 if dtype == "float32" else 8)
+
+
+def _remainder(loop, dtype):
+    """The points of `loop` after its whole vectors of the target's width,
+    or None where its bounds are not constant."""
     if not (isinstance(loop.begin, Const) and isinstance(loop.end, Const)):
-        return False
-    lanes = target().vector_bytes // (4 if dtype == "float32" else 8)
-    return (loop.end.value - loop.begin.value) % lanes == 0
+        return None
+    return (loop.end.value - loop.begin.value) % _lanes(dtype)
 
 
 def _vexpr(fn, e, plan, vt):
