@@ -637,7 +637,7 @@ class _StageLowering:
 
         whole = self._whole_tile_conds(tile)
         interior, assume = self._interior_conds(sc.order[:p])
-        edges = self._edge_tiles(whole, tile) if whole else None
+        edges = self._edge_tiles(whole, tile)
         if edges:
             body = phases(set(whole), frozenset(),
                           {name for name, mode in edges.items() if mode == "shift"},

@@ -160,14 +160,15 @@ def print_simd(fn, loop, plan, d):
     fn.emit(d + 1, f"for (; {v} + {lanes} <= {end}; {v} += {lanes}) {{")
     _vector_step(fn, loop, plan, d + 2, VECTOR_TYPES[dtype], f"nf_splat_f{dtype[-2:]}")
     fn.emit(d + 1, "}")
-    remainder = _remainder(loop, dtype)
-    if (target().vector_bytes >= HALF_MIN_BYTES and remainder is not None
-            and 2 * remainder >= _lanes(dtype)):
+    tgt = target()
+    count = tgt.lanes(dtype)
+    remainder = _remainder(loop, count)
+    if tgt.vector_bytes >= HALF_MIN_BYTES and remainder is not None and 2 * remainder >= count:
         fn.emit(d + 1, "{")
         _vector_step(fn, loop, plan, d + 2, HALF_TYPES[dtype], f"nf_hsplat_f{dtype[-2:]}")
         fn.emit(d + 2, f"{v} += {lanes} / 2;")
         fn.emit(d + 1, "}")
-        remainder -= _lanes(dtype) // 2
+        remainder -= count // 2
     if remainder != 0:
         fn.emit(d + 1, "#pragma GCC ivdep")
         fn.emit(d + 1, f"for (; {v} < {end}; ++{v}) {{")
@@ -189,16 +190,12 @@ def _vector_step(fn, loop, plan, d, vt, splat):
         fn.emit(d, f"*({vt}*)&{fn.name(st.buffer, 'b')}[{fn.expr(st.index)}] = {value[0]};")
 
 
-def _lanes(dtype):
-    return target().vector_bytes // (4 if dtype == "float32" else 8)
-
-
-def _remainder(loop, dtype):
-    """The points of `loop` after its whole vectors of the target's width,
-    or None where its bounds are not constant."""
+def _remainder(loop, lanes):
+    """The points of `loop` after its whole vectors of `lanes`, or None
+    where its bounds are not constant."""
     if not (isinstance(loop.begin, Const) and isinstance(loop.end, Const)):
         return None
-    return (loop.end.value - loop.begin.value) % _lanes(dtype)
+    return (loop.end.value - loop.begin.value) % lanes
 
 
 def _vexpr(fn, e, plan, vt):
