@@ -74,6 +74,26 @@ def test_a_masked_row_reduction_runs_row_by_row():
 
 
 @pytest.mark.usefixtures("avx2")
+def test_a_small_conv_weight_gradient_vectorises_along_its_rows():
+    # dW[c, i, j] = sum over (n, y, x) of dy[n, c, y, x] * img[n, y + i, x + j]: its
+    # contiguous output axis j (5) is shorter than a vector, while both operands stream
+    # along x (27): the reduction is vectorised along x, not register-blocked along j
+    dy, img = nf.placeholder((3, 5, 27, 27), name="dy"), nf.placeholder((3, 31, 31), name="img")
+    n, y, x = nf.reduce_axis(3, name="n"), nf.reduce_axis(27, name="y"), nf.reduce_axis(27,
+                                                                                        name="x")
+    dw = nf.compute((5, 5, 5), lambda c, i, j: nf.sum(dy[n, c, y, x] * img[n, y + i, x + j],
+                                                      axis=[n, y, x]), name="dw")
+    f = nf.build(dw, [dy, img], database=False)
+    sc = f.configs[0].stages[0]
+    assert sc.vectorize == "r2" and sc.order[-1] == "r2.0", sc
+    dv, iv = randn(3, 5, 27, 27), randn(3, 31, 31)
+    windows = np.lib.stride_tricks.sliding_window_view(iv.astype(np.float64), (27, 27),
+                                                       axis=(1, 2))       # (n, i, j, y, x)
+    want = np.einsum("ncyx,nijyx->cij", dv.astype(np.float64), windows)
+    np.testing.assert_allclose(f(dv, iv), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.usefixtures("avx2")
 def test_default_gemm_splits_columns_among_threads_when_b_outgrows_a():
     # N > M: each thread takes a range of column tiles (the panels it packed),
     # with 8 tiles or more the panel loop alone; N <= M: a range of row tiles
