@@ -70,6 +70,8 @@ REGISTER_RESERVE = 4     # vector registers a register tile leaves to operands a
 TAIL_COST = 3            # a partial tile counts as about 3 whole ones (measured again since
                          # register tiles' edge tiles run whole, schedule/lower.py: at 1 the
                          # tiles it chose on LeNet ran 8-42% slower, on MobileNet-v2 5-14%)
+LONG_ROW_TAIL_COST = 2   # ... but a row tail of a 2-vector tile over a reduction of at least
+LONG_REDUCTION = 128     # LONG_REDUCTION points as 2 (`_register_tile`)
 PARALLEL_MIN_WORK = 1 << 15          # work (points x reduce points x _point_cost) below
 PARALLEL_MIN_WORK_PASSIVE = 1 << 21  # which a stage runs on one thread; larger when OpenMP
                                      # threads sleep between parallel loops
@@ -505,17 +507,17 @@ def _channel_tiles(registers):
     return 2, points, 0, points
 
 
-def _tail_cost(extent, f):
+def _tail_cost(extent, f, tail=TAIL_COST):
     """Time per element of `extent` elements cut into tiles of `f`, relative to
     whole tiles (a partial tile counted as TAIL_COST tiles).
 
     >>> _tail_cost(56, 8), _tail_cost(14, 8) > 1
     (1.0, True)
     """
-    return (extent // f + TAIL_COST * (extent % f > 0)) * f / extent
+    return (extent // f + tail * (extent % f > 0)) * f / extent
 
 
-def _register_tile(v_extent, u_extent, lanes, registers=16):
+def _register_tile(v_extent, u_extent, lanes, registers=16, reduce_points=0):
     """(columns, rows) of the register tile: at most `accumulators(registers)`
     vectors, as many as fit, two vectors per row if that costs little, few
     tails (a partial tile counted as TAIL_COST tiles).
@@ -523,9 +525,21 @@ def _register_tile(v_extent, u_extent, lanes, registers=16):
     Sapphire Rapids core, loaded: matmul 512 86-88 GFLOP/s, against 87 for
     7 x 4 and 83 for 9 x 3; matmul 1024, rows first, 64-66 against 59 and
     49; AVX2's 6 x 2 vectors of 8: 49-58 on both).
+    Over a reduction of `reduce_points` >= LONG_REDUCTION, where the tile's
+    inner loop outweighs its set-up and stores, a row tail of a 2-vector
+    tile counts as LONG_ROW_TAIL_COST tiles: a batch of 32 rows then takes
+    6 rows and a shifted tail rather than 4 (2-core AVX2, alternated: the
+    scanned LSTM's step GEMMs, 32 x 512 over 128 and 32 x 128 over 512,
+    took its training step 4.40 -> 3.52 ms at T=16, 17.1 -> 14.6 at T=64,
+    73.4 -> 62.4 at T=256; LeNet's fc1, 64 x 120 over 400, 8 x 8 -> 6 x 16,
+    0.14 -> 0.10 ms). Over 20-40 points (ShuffleNet's batch-norm gradients)
+    the extra rows measured 0-15% slower; of the zoo's kernels no other
+    changes, on AVX-512 none.
 
     >>> _register_tile(1024, 1024, 8), _register_tile(56, 64, 8)
     ((16, 6), (8, 8))
+    >>> _register_tile(512, 32, 8), _register_tile(512, 32, 8, reduce_points=128)
+    ((16, 4), (16, 6))
     >>> _register_tile(1024, 1024, 16, registers=32)
     (32, 14)
     """
@@ -536,7 +550,8 @@ def _register_tile(v_extent, u_extent, lanes, registers=16):
         cols = min(vectors * lanes, v_extent)
         for rows in range(1, min(budget // vectors, u_extent) + 1):
             score = vectors * rows * (1.05 if vectors == 2 else 1.0) / (
-                cost(v_extent, cols) * cost(u_extent, rows))
+                cost(v_extent, cols) * cost(u_extent, rows, LONG_ROW_TAIL_COST if (
+                    vectors == 2 and reduce_points >= LONG_REDUCTION) else TAIL_COST))
             if best is None or score > best[0] + 1e-9:
                 best = (score, cols, rows)
     return best[1], best[2]
@@ -553,7 +568,7 @@ def _blocked(st, v, lanes, registers, packed=None, address_order=True):
     u = _row_axis(st, v, packed)
     su = None if u is None else f"s{u}"
     vf, uf = _register_tile(st.spatial[v].extent, 1 if u is None else st.spatial[u].extent,
-                            lanes, registers)
+                            lanes, registers, math.prod(a.extent for a in st.reduce_axes))
     if vf < st.spatial[v].extent:
         tile[sv] = [vf]
     if u is None or uf == 1:

@@ -74,6 +74,20 @@ def test_a_masked_row_reduction_runs_row_by_row():
 
 
 @pytest.mark.usefixtures("avx2")
+@pytest.mark.parametrize("reduce, rows", [(130, 6), (40, 4)])
+def test_a_batch_of_32_rows_takes_6_row_tiles_over_a_long_reduction(reduce, rows):
+    # y[b, j] = sum_k h[b, k] * w[k, j], 32 rows: over a long reduction 6 rows and a
+    # shifted tail (6 tiles) beat 4 rows (8 tiles); over a short one the tail's rows cost
+    h, w = nf.placeholder((32, reduce), name="h"), nf.placeholder((reduce, 176), name="w")
+    k = nf.reduce_axis(reduce, name="k")
+    y = nf.compute((32, 176), lambda b, j: nf.sum(h[b, k] * w[k, j], axis=k), name="y")
+    f = nf.build(y, [h, w], database=False)
+    assert f.configs[0].stages[0].tile["s0"] == [rows], f.configs[0]
+    hv, wv = randn(32, reduce), randn(reduce, 176)
+    np.testing.assert_allclose(f(hv, wv), hv.astype(np.float64) @ wv, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.usefixtures("avx2")
 def test_a_small_conv_weight_gradient_vectorises_along_its_rows():
     # dW[c, i, j] = sum over (n, y, x) of dy[n, c, y, x] * img[n, y + i, x + j]: its
     # contiguous output axis j (5) is shorter than a vector, while both operands stream
