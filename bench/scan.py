@@ -13,9 +13,13 @@ Variants, each timed alone in its own process (default threading):
   * torch-compile the PyTorch loop under torch.compile.
 Reported per (variant, T): compile seconds (NeoFlow: the Trainer's
 construction, which compiles everything; torch: the first step) and
-the median ms/step of repeated blocks with the spread (min..max of blocks).
+the median ms/step of repeated blocks. With `--repeat N` every process
+runs N times, the variants alternated round by round (a 2-core VM's
+speed drifts by up to 2x from one process to the next): the median over
+rounds, their range, and the ratio to torch-lstm taken within each round.
 
     python bench/scan.py                 # T = 16, 64, 256
+    python bench/scan.py --repeat 5 --variants nf-scan,torch-lstm   # 5 rounds, alternated
     python bench/scan.py --smoke         # tiny sizes, one block (tests)
     python bench/scan.py --profile 64    # where an nf-scan step's time goes
 """
@@ -217,6 +221,9 @@ def main(argv=None):
     ap.add_argument("--one", nargs=2, metavar=("VARIANT", "T"))
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--profile", type=int, metavar="T", help="where an nf-scan step's time goes")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="rounds of processes, alternated (this machine's speed drifts "
+                         "between processes)")
     args = ap.parse_args(argv)
     B, I, H = (2, 3, 4) if args.smoke else (32, 128, 128)
     blocks, reps = (1, 1) if args.smoke else (7, 5)
@@ -228,18 +235,44 @@ def main(argv=None):
         print(json.dumps(res))
         return
     lengths = (3, 5) if args.smoke else (16, 64, 256)
-    print(f"LSTM training step, B={B} I={I} H={H}; ms/step median (min..max), compile s")
-    print(f"{'variant':16s} {'T':>4s} {'ms/step':>24s} {'compile s':>10s}")
-    for variant in args.variants.split(","):
+    variants = args.variants.split(",")
+    runs = {}                       # (variant, T) -> [(compile s, median ms) per round]
+    for _ in range(args.repeat):    # rounds: every process once, alternated
         for T in lengths:
-            cmd = [sys.executable, __file__, "--one", variant, str(T)] + \
-                (["--smoke"] if args.smoke else [])
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode:
-                print(f"{variant:16s} {T:4d}  failed: {p.stderr.strip().splitlines()[-1:]}")
+            for variant in variants:
+                runs.setdefault((variant, T), []).append(_run_alone(variant, T, args.smoke))
+    print(f"LSTM training step, B={B} I={I} H={H}; ms/step: median over {args.repeat} "
+          f"round(s) of each process's median of {blocks} blocks (min..max over rounds); "
+          "compile s; x torch-lstm: median (min..max) of each round's ratio")
+    print(f"{'variant':16s} {'T':>4s} {'ms/step':>24s} {'compile s':>10s} {'x torch-lstm':>20s}")
+    for variant in variants:
+        for T in lengths:
+            done = [r for r in runs[(variant, T)] if r is not None]
+            if not done:
+                print(f"{variant:16s} {T:4d}  failed")
                 continue
-            compile_s, (med, lo, hi) = json.loads(p.stdout.strip().splitlines()[-1])
-            print(f"{variant:16s} {T:4d} {med:9.3f} ({lo:.3f}..{hi:.3f}) {compile_s:10.2f}")
+            ms = [m for _, m in done]
+            line = (f"{variant:16s} {T:4d} {statistics.median(ms):9.3f} ({min(ms):.3f}.."
+                    f"{max(ms):.3f}) {statistics.median(c for c, _ in done):10.2f}")
+            ref = runs.get(("torch-lstm", T))
+            if ref and variant != "torch-lstm":
+                ratios = [r[1] / m[1] for r, m in zip(ref, runs[(variant, T)]) if r and m]
+                if ratios:
+                    line += (f" {statistics.median(ratios):8.2f}x ({min(ratios):.2f}.."
+                             f"{max(ratios):.2f})")
+            print(line)
+
+
+def _run_alone(variant, T, smoke):
+    """(compile s, median ms/step) of one variant in its own process, or None
+    (its error printed)."""
+    cmd = [sys.executable, __file__, "--one", variant, str(T)] + (["--smoke"] if smoke else [])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        print(f"{variant} T={T} failed: {p.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    compile_s, (med, _, _) = json.loads(p.stdout.strip().splitlines()[-1])
+    return compile_s, med
 
 
 if __name__ == "__main__":
