@@ -175,9 +175,10 @@ def apply_split(st, sc, n_threads=None):
     panels: each chunk's tiles then stream their operands from panels, not
     with a row's stride per reduction step (the LSTM's dW[512, 128] reads
     dgates[t, b, j] with a 2 KB stride, which maps every step onto the same
-    few cache sets). Clean 2-core AVX2 machine, alternated (bench/split_reduce.py
-    --lstm 64 256): T=64 3.5 -> 2.6-2.8 ms, T=256 14.8-23.0 -> 13.4-17.5 ms;
-    no other zoo kernel splits a packed stage.
+    few cache sets). Quiet 2-core AVX2 machine, that kernel alone under
+    both configs, alternated (the shapes of bench/split_reduce.py --lstm):
+    T=64 3.5 -> 2.6-2.8 ms, T=256 14.8-23.0 -> 13.4-17.5 ms; no other zoo
+    kernel splits a packed stage.
 
     >>> apply_split(Stage(dW), sc); sc.split, sc.pack            # doctest: +SKIP
     (16, [1, 0])
