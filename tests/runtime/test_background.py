@@ -87,7 +87,10 @@ def alive(pid):
 
 
 def descendants(pid=None):
-    """Pids of the live processes below `pid` (default: this process)."""
+    """Pids of the live processes below `pid` (default: this process). A test
+    compares them with those alive before it: an earlier test in the same
+    worker may leave one that lives as long as the process (multiprocessing's
+    resource tracker, after tests/toolchain's two-process build)."""
     parents = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         fields = proc_stat(entry)
@@ -240,6 +243,7 @@ def test_in_step_trials_swap_and_keep_the_losses(tmp_path):
 
 
 def test_crashing_and_hanging_workers_do_not_stop_training(tmp_path):
+    before = set(descendants())
     data = batches(20)
     expected = losses_off(data)
     defaults = set()
@@ -256,11 +260,12 @@ def test_crashing_and_hanging_workers_do_not_stop_training(tmp_path):
         statuses = {s for k in t.kernels
                     for _, s, _, _ in db.trials(k.key, "cpu", detect().fingerprint)}
     assert {"crash", "timeout"} <= statuses, statuses
-    assert descendants() == []
+    assert set(descendants()) <= before
 
 
 def test_close_stops_the_workers_at_once(tmp_path):
     """A worker hanging in a candidate is killed by close(); nothing is left."""
+    before = set(descendants())
     opts = options(trials=4, budget_s=60, timeout=60.0,
                    source_hook=hook(set(), None, lambda n: HANG))
     t = trainer("background", database=tmp_path / "t.sqlite", tuning_options=opts)
@@ -271,12 +276,13 @@ def test_close_stops_the_workers_at_once(tmp_path):
     t0 = time.monotonic()
     t.close()
     assert time.monotonic() - t0 < 30
-    assert descendants() == [] and not any(map(alive, workers))
+    assert set(descendants()) <= before and not any(map(alive, workers))
     with Database(tmp_path / "t.sqlite") as db:      # consistent, readable
         assert db.schema_version >= 1
 
 
 def test_keyboard_interrupt_in_a_with_block_stops_the_workers(tmp_path):
+    before = set(descendants())
     opts = options(trials=4, budget_s=60, timeout=60.0,
                    source_hook=hook(set(), None, lambda n: HANG))
     with pytest.raises(KeyboardInterrupt):
@@ -285,7 +291,7 @@ def test_keyboard_interrupt_in_a_with_block_stops_the_workers(tmp_path):
                 t.step(b)
             workers = wait_for(measuring_workers)
             raise KeyboardInterrupt
-    assert workers and descendants() == [] and not any(map(alive, workers))
+    assert workers and set(descendants()) <= before and not any(map(alive, workers))
 
 
 @pytest.mark.parametrize("priority, policy", [("idle", os.SCHED_IDLE),
