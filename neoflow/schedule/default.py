@@ -62,7 +62,7 @@ from ..te.visit import children, post_order, reads
 from ..toolchain.target import target as simd_target
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
                      level_extents, level_names)
-from .split_reduce import apply_split, step_bytes
+from .split_reduce import choose_split, step_bytes
 from .stage import Stage
 
 REGISTER_RESERVE = 4     # vector registers a register tile leaves to operands and broadcasts
@@ -153,7 +153,7 @@ def default_config(kernel, target="cpu"):
     _chain_sharing_stages(stages, configs, kernel.inputs)
     for n, (st, sc) in enumerate(zip(stages, configs)):   # schedule/split_reduce.py
         if not (n + 1 < len(configs) and configs[n + 1].compute_at):
-            apply_split(st, sc, simd.threads)
+            sc.split = choose_split(st, sc, simd.threads)
     return Config(configs)
 
 
@@ -548,10 +548,11 @@ def _register_tile(v_extent, u_extent, lanes, registers=16, reduce_points=0):
     best = None
     for vectors in (2, 1):
         cols = min(vectors * lanes, v_extent)
+        row_tail = LONG_ROW_TAIL_COST if (vectors == 2 and reduce_points >= LONG_REDUCTION) \
+            else TAIL_COST
         for rows in range(1, min(budget // vectors, u_extent) + 1):
             score = vectors * rows * (1.05 if vectors == 2 else 1.0) / (
-                cost(v_extent, cols) * cost(u_extent, rows, LONG_ROW_TAIL_COST if (
-                    vectors == 2 and reduce_points >= LONG_REDUCTION) else TAIL_COST))
+                cost(v_extent, cols) * cost(u_extent, rows, row_tail))
             if best is None or score > best[0] + 1e-9:
                 best = (score, cols, rows)
     return best[1], best[2]

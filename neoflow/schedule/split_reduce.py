@@ -138,7 +138,13 @@ def _normal(extent, parts):
 def choose_split(st, sc, n_threads=None):
     """The default part count for Stage `st` under its StageConfig `sc` (0:
     none), for a parallel loop on `n_threads` threads (default: the target's,
-    `target().threads`).
+    `target().threads`). The split stage keeps `sc`'s packed panels: each
+    chunk's tiles then stream their operands from panels, not with a row's
+    stride per reduction step (the LSTM's dW[512, 128] reads dgates[t, b, j]
+    with a 2 KB stride, which maps every step onto the same few cache sets;
+    quiet 2-core AVX2 machine, that kernel alone under both configs,
+    alternated, the shapes of bench/split_reduce.py --lstm: T=64 3.5 ->
+    2.6-2.8 ms, T=256 14.8-23.0 -> 13.4-17.5 ms with the panels kept).
 
     >>> choose_split(Stage(dW), default_config(Kernel([dW])).stages[0], 2)   # doctest: +SKIP
     20
@@ -167,23 +173,6 @@ def choose_split(st, sc, n_threads=None):
               int(RULE["partial_share"] * operands // (outputs * itemsize)))
     parts = _normal(extent, min(want, cap)) if min(want, cap) >= 2 else 0
     return parts if parts >= 2 else 0
-
-
-def apply_split(st, sc, n_threads=None):
-    """Set `sc.split` to `choose_split`'s count (on `n_threads` threads,
-    default the target's). The split stage keeps the default's packed
-    panels: each chunk's tiles then stream their operands from panels, not
-    with a row's stride per reduction step (the LSTM's dW[512, 128] reads
-    dgates[t, b, j] with a 2 KB stride, which maps every step onto the same
-    few cache sets). Quiet 2-core AVX2 machine, that kernel alone under
-    both configs, alternated (the shapes of bench/split_reduce.py --lstm):
-    T=64 3.5 -> 2.6-2.8 ms, T=256 14.8-23.0 -> 13.4-17.5 ms; no other zoo
-    kernel splits a packed stage.
-
-    >>> apply_split(Stage(dW), sc); sc.split, sc.pack            # doctest: +SKIP
-    (16, [1, 0])
-    """
-    sc.split = choose_split(st, sc, n_threads)
 
 
 def sample_split(st, sc, rng, configs):
