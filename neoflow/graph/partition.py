@@ -14,6 +14,8 @@ A producer stays materialised when
   recomputes it; extra flops must not exceed RECOMPUTE_FLOPS_PER_BYTE times
   the bytes saved (its write and one read per consumer),
 * its (already inlined) body is too large to copy (MAX_INLINE_NODES).
+A sum that an inlined guard on its own axes alone leaves (`t >= 1`: a
+scan's shifted states) is simplified, so the guard becomes the axis' range.
 Every producer->consumer edge gets a `Decision` with the reason, for nf.explain.
 
 Tensors that do not change keep their identity; rebuilt ones are new
@@ -28,9 +30,9 @@ kernels) and a fused `TrainingGraph`.
 """
 import math
 
-from ..te.arith import interval, is_index_expr, linear_form
+from ..te.arith import free_vars, interval, is_index_expr, linear_form
 from ..te.expr import Read, Reduce, Select
-from ..te.simplify import masked_exp_rule
+from ..te.simplify import is_zero, masked_exp_rule, simplify
 from ..te.tensor import ComputeOp, Tensor
 from ..te.visit import children, post_order, substitute, topo_tensors, transform
 from .decision import Decision
@@ -123,6 +125,8 @@ def fuse(outputs, keep=(), fusion=True):
     step = (lambda n: masked_exp_rule(rebuild(n))) if fusion else rebuild
     for t in order:
         body = transform(t.op.body, step)
+        if body is not t.op.body:
+            body = transform(body, _tighten_guarded_sum)
         nt = t if body is t.op.body else Tensor(t.shape, t.dtype, t.name,
                                                 ComputeOp(t.op.axes, body))
         new[id(t)] = nt
@@ -147,6 +151,22 @@ def fuse(outputs, keep=(), fusion=True):
     part = Partition([new.get(id(t), t) for t in outputs], computes, new, inlined,
                      decisions, len(order))
     return part
+
+
+def _tighten_guarded_sum(n):
+    """A sum whose body inlining left guarded by a test on its own axes alone
+    (`sum_t g[t] * where(t >= 1, h[t - 1], 0)`: a scan's shifted states),
+    simplified: te.simplify turns the guard into the axes' bounds, so the
+    reduction reads two plain affine operands. Guards that involve spatial
+    axes (a convolution's padding) are left to the padding copies."""
+    if not (isinstance(n, Reduce) and n.op == "sum"):
+        return n
+    own = {id(a) for a in n.axes}
+    for x in post_order(n.body):
+        if isinstance(x, Select) and is_zero(x.f) and is_index_expr(x.cond) and \
+                free_vars(x.cond) and all(id(v) in own for v in free_vars(x.cond)):
+            return simplify(n)
+    return n
 
 
 def _reshapes(t):

@@ -52,6 +52,35 @@ def test_elementwise_chain_inlined_into_reduction():
     np.testing.assert_allclose(got, nf.evaluate(s, {x: xv}), rtol=1e-5)
 
 
+def test_guard_on_a_sums_own_axis_becomes_its_bounds():
+    """A shifted copy (`where(t >= 1, h[t - 1], 0)`, a scan's states before
+    each step) inlined into a sum over t: the guard becomes t's range, so
+    the kernel reads two plain operands. A guard that also tests a spatial
+    axis (a padding test) stays."""
+    T, B, H = 7, 3, 5
+    g = nf.placeholder((T, B, H), name="g")
+    h = nf.placeholder((T, B, H), name="h")
+    before = nf.compute((T, B, H), lambda t, b, j: nf.where(t >= 1, h[t - 1, b, j], 0.0),
+                        name="before")
+    t, b = nf.reduce_axis(T, name="t"), nf.reduce_axis(B, name="b")
+    dw = nf.compute((H, H), lambda i, j: nf.sum(g[t, b, i] * before[t, b, j], axis=[t, b]),
+                    name="dw")
+    (k,) = kernels_of(fuse([dw]))
+    text = k.signature()
+    assert "select" not in text and "[1, 7)" in text
+    gv, hv = rand(T, B, H), rand(T, B, H)
+    np.testing.assert_allclose(nf.build(fuse([dw]).outputs[0], [g, h])(gv, hv),
+                               nf.evaluate(dw, {g: gv, h: hv}), rtol=1e-5, atol=1e-5)
+    padded = nf.compute((T, B, H), lambda s, b, j: nf.where(s + j >= 2, h[s, b, j], 0.0),
+                        name="padded")
+    dp = nf.compute((H, H), lambda i, j: nf.sum(g[t, b, i] * padded[t, b, j], axis=[t, b]),
+                    name="dp")
+    (kp,) = kernels_of(fuse([dp]))
+    assert "select" in kp.signature()
+    np.testing.assert_allclose(nf.build(fuse([dp]).outputs[0], [g, h])(gv, hv),
+                               nf.evaluate(dp, {g: gv, h: hv}), rtol=1e-5, atol=1e-5)
+
+
 def test_expensive_producer_not_recomputed_in_matmul():
     x = nf.placeholder((16, 32), name="x")
     w = nf.placeholder((32, 64), name="w")
