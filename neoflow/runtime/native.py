@@ -65,7 +65,8 @@ from ..toolchain import CompiledLibrary, cached_c, compile_c
 from ..toolchain.compiler import compile_flags, find_compiler
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..codegen.c.printer import kernel_c
-from ..graph import kernels_for
+from ..graph.grouping import group_kernels
+from ..te.visit import topo_tensors
 from ..schedule import default_config, lower_program
 from ..schedule.loop_ir import Program, iterations
 from ..schedule.lower import lower_kernel
@@ -309,12 +310,16 @@ class NativeBackend:
         return NativeStep(kernels, views, self.found(kernels), self.jobs, apart, self.quick)
 
     def function(self, outputs, inputs):
-        """A callable(*arrays) -> tuple of fresh arrays computing `outputs`."""
+        """A callable(*arrays) -> tuple of fresh arrays computing `outputs`: their
+        computes (already fused by the caller: the Trainer's graph, a scan's
+        segments and steps) grouped into multi-stage kernels as nf.build
+        groups them (graph/grouping)."""
         computed = []
         for t in outputs:
             if t.is_compute and all(t is not c for c in computed):
                 computed.append(t)
-        kernels = kernels_for(computed)
+        order = [t for t in topo_tensors(computed) if t.is_compute]
+        kernels = group_kernels(order, {id(t) for t in computed})
         configs = [c or default_config(k) for c, k in zip(self.found(kernels), kernels)]
         return compile_kernels(kernels, list(inputs), list(outputs), computed, configs)
 
