@@ -67,6 +67,7 @@ from .split_reduce import split_stages
 from .stage import Stage
 
 PACK_PARALLEL_MIN = 1 << 15   # elements of a panel buffer worth copying on all cores
+PACK_ROW_BLOCK = 8            # rows of a packing copy's source kept in cache per pass
 TRANSPOSE_BLOCK = 8           # the block of codegen's transposing copy (nf_transpose8_f32)
 TAIL_SLOWDOWN = 3             # an exact tail (accumulator in memory) runs about 3x slower per
                               # point than a whole tile: an edge tile runs whole only when its
@@ -543,9 +544,36 @@ class _StageLowering:
         stmt = Store(buf, _linear(zip([outer if panel is None else _int(0)] + others + [inner],
                                       _strides(buf.shape))), value)
         stmt = For(inner, _int(0), _int(f), "vectorized", stmt)
+        if panel is None and dim == t.ndim - 1 and others:
+            return self._row_blocked_pack_nest(others, outer, buf, stmt)
         for v in reversed(others):
             stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
         return stmt if panel is not None else _panel_loop(outer, buf, stmt)
+
+    def _row_blocked_pack_nest(self, others, outer, buf, copy):
+        """`_pack_nest`'s loops when t's rows hold every panel's elements side
+        by side (the packed dimension is t's last: a weight gradient's
+        dy[t, b, j] into P[j // f, t, b, j % f]): blocks of PACK_ROW_BLOCK
+        rows, each copied panel by panel, so a block's rows stay in cache
+        while every panel takes its piece of them, and each panel is written
+        a block of rows at a time. Panel by panel over all rows, a weight
+        gradient read f elements of every 2 KB row, the rows in the same few
+        cache sets; row by row over all panels, it wrote f elements into
+        every panel, the panels a multiple of 4 KB apart."""
+        last = others[-1]
+        block = min(PACK_ROW_BLOCK, last.hi)
+        rows_out, row = Var("pack_rb", 0, -(-last.hi // block)), Var("pack_r", 0, block)
+        end = _int(block) if last.hi % block == 0 else Binary(
+            "min", _int(block), Binary("sub", _int(last.hi), _mul(rows_out, block), dt.INDEX),
+            dt.INDEX)
+        stmt = For(row, _int(0), end, "serial",
+                   Let(last, _add(_mul(rows_out, block), row), copy))
+        stmt = For(outer, _int(0), _int(buf.shape[0]), "serial", stmt)
+        loops = others[:-1] + [rows_out]
+        for n, v in reversed(list(enumerate(loops))):
+            wide = n == 0 and v.hi > 1 and buf.size >= PACK_PARALLEL_MIN
+            stmt = For(v, _int(0), _int(v.hi), "parallel" if wide else "serial", stmt)
+        return stmt
 
     def _transposed_pack_nest(self, t, dim, f, buf, panel):
         """`_pack_nest` for a packed dimension that is not t's last (a dense

@@ -147,6 +147,34 @@ def test_panels_packed_one_at_a_time_inside_the_panel_loop():
         np.testing.assert_allclose(f(*values), expect(*values), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
+def test_row_panels_of_a_weight_gradient_are_packed_a_block_of_rows_at_a_time():
+    # dW[j, k] = sum_{t, b} dy[t, b, j] x[t, b, k]: dy packed along j (its last
+    # dimension) in panels; copied in blocks of PACK_ROW_BLOCK rows of b, each
+    # into every panel, so dy is read row by row. Odd sizes: a partial last
+    # block of rows and a partial last panel; big enough to copy in parallel.
+    from neoflow.schedule import lower_program
+    from neoflow.schedule.loop_ir import For, nodes
+    from neoflow.schedule.lower import PACK_PARALLEL_MIN, PACK_ROW_BLOCK
+    for T, B, J, K in ((9, 13, 100, 40), (7, 37, 130, 24)):
+        dy, x = nf.placeholder((T, B, J), name="dy"), nf.placeholder((T, B, K), name="x")
+        t, b = nf.reduce_axis(T, name="t"), nf.reduce_axis(B, name="b")
+        dw = nf.compute((J, K), lambda j, k: nf.sum(dy[t, b, j] * x[t, b, k], axis=[t, b]),
+                        name="dw")
+        f = nf.build(dw, [dy, x], database=False)
+        sc = f.configs[0].stages[0]
+        assert [Stage(dw).packable[n][0].name for n in sc.pack] == ["x", "dy"], sc
+        program = lower_program(f.kernels, f.configs, [dy, x], [dw])
+        loops = [n for n in nodes(program.kernels[0].body) if isinstance(n, For)]
+        blocks = [n for n in loops if n.var.name == "pack_rb"]    # x's and dy's copies
+        assert len(blocks) == 2 and all(n.end.value == -(-B // PACK_ROW_BLOCK) for n in blocks)
+        parallel = [n.var.name for n in loops if n.kind == "parallel" and "pack" in n.var.name]
+        assert parallel == (["pack"] if T * B * J >= PACK_PARALLEL_MIN else []), parallel
+        dyv, xv = randn(T, B, J), randn(T, B, K)
+        np.testing.assert_allclose(f(dyv, xv), np.einsum("tbj,tbk->jk", dyv, xv), rtol=1e-4,
+                                   atol=1e-4)
+
+
 def test_default_parallelises_small_stages_heavy_with_transcendentals(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)   # spinning threads: cheap to start
     a = nf.placeholder((64, 256), name="a")
