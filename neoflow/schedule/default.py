@@ -91,6 +91,7 @@ PANELS_FIRST_RATIO = 16   # a channel-blocked tile's packed weights at least thi
 PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel on its own
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
+ROW_PANEL_MIN_BYTES = 256 << 10  # rows' operand of a wide tile packed from here (half a Zen 3 L2)
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
@@ -595,7 +596,7 @@ def _blocked(st, v, lanes, registers, packed=None, address_order=True):
     if su is not None and len(inner) == 2 and uf >= 2:
         unroll[inner[0]] = uf
     pack = (packed if packed is not None else _panels(st, v, tile, u)) + _row_panels(
-        st, v, tile, su)
+        st, v, tile, su, lanes)
     parallel = len(outer)
     if _columns_first(st, tile, sv, su, pack):
         outer.remove(f"{sv}.0")
@@ -666,17 +667,27 @@ def _panels(st, v, tile, u):
             if axis == sv and id(t) in contiguous]
 
 
-def _row_panels(st, v, tile, su):
+def _row_panels(st, v, tile, su, lanes):
     """Pack the operands read along the row axis `su` of the register tile
     (GEMM's A, a weight gradient's upstream gradient) into panels too, when
     the reduction is long and each panel serves several vector tiles: the
     rows' values of one reduction step then sit in one cache line instead
-    of one line per row."""
+    of one line per row. Not GEMM's A (rows apart in memory, each
+    contiguous along the reduction) when smaller than ROW_PANEL_MIN_BYTES
+    under a tile of two vectors or more: its rows stay in cache from one
+    column tile to the next, and the copy (serial at that size) costs more
+    than the lines it saves (a batch of 32 rows in an RNN's step GEMMs). A
+    weight gradient's dy[b, j], contiguous along the rows, keeps its panels."""
     sv = f"s{v}"
     if su is None or not tile[su] or not tile[sv] or math.prod(
             a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or st.extent(sv) < 2 * tile[sv][0]:
         return []
-    return [n for n, (_, axis, _) in enumerate(st.packable) if axis == su]
+
+    def cached_rows(t, dim):
+        return tile[sv][0] >= 2 * lanes and dim != t.ndim - 1 and \
+            _bytes(t) < ROW_PANEL_MIN_BYTES
+    return [n for n, (t, axis, dim) in enumerate(st.packable)
+            if axis == su and not cached_rows(t, dim)]
 
 
 def _channel_panel(st, v, lanes, registers):

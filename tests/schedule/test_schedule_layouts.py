@@ -42,6 +42,30 @@ def test_default_dense_packs_its_transposed_weight():
     np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("avx2")
+def test_a_small_gemm_a_stays_unpacked_under_a_wide_tile():
+    # an RNN step's h[b, k] @ W[j, k]: 32 (or 37) rows of h, 16 KB, stay in cache
+    # from one column tile to the next; only W is packed. From ROW_PANEL_MIN_BYTES
+    # (600 rows) h is packed too; a weight gradient's dy[b, j], contiguous
+    # along its rows j, keeps its row panels at any size.
+    from neoflow.schedule.default import ROW_PANEL_MIN_BYTES
+    for rows, packed in ((32, ["w"]), (37, ["w"]), (600, ["w", "x"])):
+        x, w = nf.placeholder((rows, 128), name="x"), nf.placeholder((512, 128), name="w")
+        k = nf.reduce_axis(128, name="k")
+        y = nf.compute((rows, 512), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
+        f = nf.build(y, [x, w], database=False)
+        sc = f.configs[0].stages[0]
+        assert sc.tile["s1"] == [16] and (rows * 128 * 4 >= ROW_PANEL_MIN_BYTES) == (rows == 600)
+        assert [Stage(y).packable[n][0].name for n in sc.pack] == packed, (rows, sc)
+        xv, wv = randn(rows, 128), randn(512, 128)
+        np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
+    dy, x = nf.placeholder((64, 120), name="dy"), nf.placeholder((64, 400), name="x")
+    b = nf.reduce_axis(64, name="b")
+    dw = nf.compute((120, 400), lambda j, i: nf.sum(dy[b, j] * x[b, i], axis=b))
+    sc = nf.build(dw, [dy, x], database=False).configs[0].stages[0]
+    assert "dy" in [Stage(dw).packable[n][0].name for n in sc.pack], sc
+
+
 def test_default_batched_q_kt_packs_k_along_the_output_columns():
     # s[b, i, j] = sum_e q[b, i, e] * k[b, j, e]: k qualifies along b and along j; packed
     # along j (the last axis) it streams there and the stage is register-blocked
