@@ -67,6 +67,7 @@ from .split_reduce import split_stages
 from .stage import Stage
 
 PACK_PARALLEL_MIN = 1 << 15   # elements of a panel buffer worth copying on all cores
+DISTRIBUTE_MIN_OPERANDS = 4   # tensors a tile's reduction body may stream at once
 PACK_ROW_BLOCK = 8            # rows of a packing copy's source kept in cache per pass
 TRANSPOSE_BLOCK = 8           # the block of codegen's transposing copy (nf_transpose8_f32)
 TAIL_SLOWDOWN = 3             # an exact tail (accumulator in memory) runs about 3x slower per
@@ -355,6 +356,31 @@ def _transposes(t, dim, f):
             and t.shape[-1] % b == 0 and t.shape[dim] % f == 0)
 
 
+def _distributed_terms(red, sc, extents):
+    """The bodies the reduction `red` accumulates one after the other into its
+    register tile (`extents`: its loops'): its terms when the tile is blocked
+    over two axes and the body adds up products over more than
+    DISTRIBUTE_MIN_OPERANDS tensors (an unrolled RNN's recurrent weight
+    gradient after merge_sums: sum_b of dy_t[b, i] h_{t-1}[b, j] for seven t
+    in one body, fourteen streams through one loop), else the body whole.
+    Each term then runs its own reduce loops over two streams; only the
+    order of additions changes."""
+    terms, stack = [], [red.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Binary) and n.op == "add" and n.dtype == red.dtype:
+            stack += [n.b, n.a]
+        else:
+            terms.append(n)
+    operands = {id(r.tensor) for r in reads(red.body)}
+    products = all(isinstance(t, Binary) and t.op == "mul" for t in terms)
+    blocked = sum(e > 1 for e in extents) >= 2      # rows by vectors: operands reused
+    if red.op != "sum" or not blocked or len(terms) < 2 or not products or \
+            len(operands) <= DISTRIBUTE_MIN_OPERANDS:
+        return [red.body]
+    return terms
+
+
 def _panel_loop(outer, buf, body):
     """The loop over the panels of a packing copy into `buf`: on every core
     when the buffer is large enough to pay for it."""
@@ -604,7 +630,7 @@ class _StageLowering:
             acc_vars = [self.axes[lv.split(".")[0]].vars[int(lv.split(".")[1])] for lv in tile]
             acc_index = _linear(zip(acc_vars, _strides(extents)))
         else:
-            acc, acc_index = self.out, out_index
+            acc, acc_index, extents = self.out, out_index, ()
         p = outer.depth
 
         def phase(levels, make_leaf, full, assume, shifted=(), store=False):
@@ -615,16 +641,17 @@ class _StageLowering:
             self._set_kinds(nest, leaf, p)
             return _wrap(nest, p, leaf)
 
-        def update_phase(full, assume, tightener, shifted):
-            """The accumulation; inside the innermost reduce loop, the spatial
+        def update_phase(full, assume, tightener, shifted, body=red.body, into=acc):
+            """The accumulation of `body` (the reduction's, or one of its terms)
+            into buffer `into`; inside the innermost reduce loop, the spatial
             loops after it are made twice when the `where`s of the body can
             hold for all of them (an edge tile then runs most reduce steps,
             e.g. the kernel taps inside the image, without tests)."""
             def update(nest):
-                value = self.expr(red.body, nest, st.context + tightener.conds())
-                stmt = Store(acc, acc_index, _combine(red.op, Load(acc, acc_index), value))
+                value = self.expr(body, nest, st.context + tightener.conds())
+                stmt = Store(into, acc_index, _combine(red.op, Load(into, acc_index), value))
                 if sc.vectorize is not None and sc.vectorize.startswith("r"):
-                    nest.loops[-1].reduction = (red.op, acc)
+                    nest.loops[-1].reduction = (red.op, into)
                 return self._guarded(stmt, nest, st.context, tightener)
 
             split = max(n for n, lv in enumerate(inner_order) if lv.startswith("r")) + 1
@@ -651,11 +678,31 @@ class _StageLowering:
             self._set_kinds(nest, leaf, p)
             return _wrap(nest, p, leaf)
 
+        def updates(full, assume, tightener, shifted):
+            """The update phases: the body's, or one per term (`_distributed_terms`),
+            each summed into a tile of its own and then added into the
+            accumulator, so every sum stays as long as the body's was (and
+            schedule/accumulate.py still cuts a long one into partials)."""
+            terms = _distributed_terms(red, sc, extents)
+            if len(terms) == 1:
+                return [update_phase(full, assume, tightener, shifted)]
+            out = []
+            for term in terms:
+                part = Buffer(red.dtype, acc.shape, "stack", "term")
+                out.append(Allocate(part, Seq([
+                    phase(tile, lambda nest: Store(part, acc_index, _identity(red.op, red.dtype)),
+                          full, assume, shifted),
+                    update_phase(full, assume, tightener, shifted, term, part),
+                    phase(tile, lambda nest: Store(acc, acc_index, _combine(
+                        red.op, Load(acc, acc_index), Load(part, acc_index))),
+                          full, assume, shifted)])))
+            return out
+
         def phases(full, assume, shifted=(), padded=()):
             tightener = _Tightener(red.cond)
             out = [phase(tile, lambda nest: Store(acc, acc_index, _identity(red.op, red.dtype)),
                          full, assume, shifted),
-                   update_phase(full, assume, tightener, shifted)]
+                   *updates(full, assume, tightener, shifted)]
             if sc.cache_write or st.tensor.op.body is not red:
                 replace = {id(red): Load(acc, acc_index)}
                 out.append(phase(tile, lambda nest: Store(

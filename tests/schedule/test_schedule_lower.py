@@ -202,3 +202,44 @@ def test_padded_conv_reads_a_zero_padded_copy_by_default():
     # store zeros, the interior piece copies; the convolution tests nothing
     assert conv.count("where(") == 0 and conv.count("blend(") == 0
     assert "for pad in [1, 21) vectorized:" in conv
+
+
+def test_a_tiles_sum_of_many_products_runs_one_reduce_loop_per_term(monkeypatch):
+    """dW[i, j] = sum over b of x_t[b, i] h_t[b, j] for four t (an unrolled
+    RNN's recurrent weight gradient, merged into one sum): eight operands
+    through one loop would exceed the registers for their addresses, so the
+    register tile accumulates the terms one reduce loop after another. A
+    bias gradient's sum of products (a one-axis tile) keeps one loop."""
+    import neoflow.schedule.lower as lower
+    B, I, J, T = 37, 50, 70, 4
+    xs = [nf.placeholder((B, I), name=f"x{t}") for t in range(T)]
+    hs = [nf.placeholder((B, J), name=f"h{t}") for t in range(T)]
+
+    def dw(i, j):
+        total = None
+        for x, h in zip(xs, hs):
+            b = nf.reduce_axis(B, name="b")
+            term = nf.sum(x[b, i] * h[b, j], axis=b)
+            total = term if total is None else total + term
+        return total
+    w = nf.compute((I, J), dw, name="dw")
+    rb = nf.reduce_axis(B, name="rb")
+    bias = nf.compute((I,), lambda i: nf.sum(xs[0][rb, i] * xs[1][rb, i] + xs[2][rb, i]
+                                             * xs[3][rb, i] + xs[0][rb, i] * xs[3][rb, i],
+                                             axis=rb), name="dbias")
+
+    def reduce_loops(t, axis):
+        f = nf.build(t, xs + hs, database=False)
+        program = lower_program(f.kernels, f.configs, xs + hs, [t])
+        return f, len([s for s in loops(program.kernels[-1].body) if s.var.name == axis])
+    values = [np.random.default_rng(n).standard_normal(p.shape).astype(np.float32)
+              for n, p in enumerate(xs + hs)]
+    expect = sum(x.T @ h for x, h in zip(values[:T], values[T:]))
+    f, split = reduce_loops(w, "b")
+    np.testing.assert_allclose(f(*values), expect, rtol=1e-4, atol=1e-4)
+    _, bias_loops = reduce_loops(bias, "rb")
+    monkeypatch.setattr(lower, "_distributed_terms", lambda red, sc, extents: [red.body])
+    _, whole = reduce_loops(w, "b")
+    _, bias_whole = reduce_loops(bias, "rb")
+    assert whole > 0 and split == T * whole and bias_loops == bias_whole > 0
+
