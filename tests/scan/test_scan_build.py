@@ -78,6 +78,18 @@ def test_trainer_trains_a_scanned_model():
     assert losses[-1] < 0.7 * losses[0]
 
 
+def test_trainer_groups_each_steps_computes_into_kernels_as_build_does():
+    """The Trainer's scan steps (NativeBackend.function over the fused graph)
+    group their computes as nf.build does: the forward step is one kernel,
+    the gates' GEMM with c and h as epilogue stages."""
+    model = lstm_scan.NETWORK.build("small")
+    with nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.1), tuning="off") as trainer:
+        steps = [p[3][0] for p in trainer._backend.scan_function._plan]
+        forward = [[t.name for t in k.stages] for k in steps[0].kernels]
+        assert len(forward) == 1 and len(forward[0]) == 3, forward
+        assert all(len(k.stages) >= 2 for k in steps[1].kernels[:1]), steps[1].kernels
+
+
 def test_trainer_with_tuning_refuses_a_scan():
     from neoflow.errors import NeoFlowError
     model = lstm_scan.NETWORK.build("small")
