@@ -53,6 +53,7 @@ import numpy as np
 from ..te import dtype as dt
 from ..te.arith import conjuncts, free_vars, interval, negate
 from ..te.expr import Binary, Cast, Const, IterVar, Read, Reduce, Select
+from ..te.simplify import addends
 from ..te.visit import children, reads, with_children
 from .accumulate import blocked_sums
 from .bounds import Facts, axis_bounds, nonnegative_forms, redundant
@@ -365,13 +366,7 @@ def _distributed_terms(red, sc, extents):
     in one body, fourteen streams through one loop), else the body whole.
     Each term then runs its own reduce loops over two streams; only the
     order of additions changes."""
-    terms, stack = [], [red.body]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Binary) and n.op == "add" and n.dtype == red.dtype:
-            stack += [n.b, n.a]
-        else:
-            terms.append(n)
+    terms = addends(red.body)
     operands = {id(r.tensor) for r in reads(red.body)}
     products = all(isinstance(t, Binary) and t.op == "mul" for t in terms)
     blocked = sum(e > 1 for e in extents) >= 2      # rows by vectors: operands reused

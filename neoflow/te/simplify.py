@@ -114,6 +114,22 @@ def _is_neg_inf(e):
     return isinstance(e, Const) and e.dtype in dt.FLOAT_DTYPES and e.value == -np.inf
 
 
+def addends(e):
+    """The terms of `e`'s top-level addition chain (additions of e's dtype), in order.
+
+    >>> addends(A[i] * B[i] + C[i] + D[i])
+    [(A[i] * B[i]), C[i], D[i]]
+    """
+    terms, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Binary) and n.op == "add" and n.dtype == e.dtype:
+            stack += [n.b, n.a]
+        else:
+            terms.append(n)
+    return terms
+
+
 def merge_sums(e):
     """`e` with the sums of its top-level addition chain that run over equal
     ranges (axis by axis) under the same condition folded into one sum:
@@ -125,13 +141,7 @@ def merge_sums(e):
     >>> merge_sums(nf.sum(A[k], axis=k) + nf.sum(B[m], axis=m))   # k, m in [0, 8)
     sum((A[k] + B[k]), k)
     """
-    terms, stack = [], [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Binary) and n.op == "add" and n.dtype == e.dtype:
-            stack += [n.b, n.a]
-        else:
-            terms.append(n)
+    terms = addends(e)
     if sum(isinstance(t, Reduce) and t.op == "sum" for t in terms) < 2:
         return e
     structure, groups, out = Structure(), [], []
