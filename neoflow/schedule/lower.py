@@ -376,6 +376,33 @@ def _distributed_terms(red, sc, extents):
     return terms
 
 
+def _row_blocked_pack(others, outer, buf, copy):
+    """The loops of `_StageLowering._pack_nest` around `copy` (one row of every
+    panel's elements) when the operand's rows hold every panel's elements
+    side by side (the packed dimension is its last: a weight gradient's
+    dy[t, b, j] into P[j // f, t, b, j % f]): blocks of PACK_ROW_BLOCK rows,
+    each copied panel by panel, so a block's rows stay in cache while every
+    panel takes its piece of them, and each panel is written a block of
+    rows at a time. Panel by panel over all rows, a weight gradient read f
+    elements of every 2 KB row, the rows in the same few cache sets; row by
+    row over all panels, it wrote f elements into every panel, the panels a
+    multiple of 4 KB apart."""
+    last = others[-1]
+    block = min(PACK_ROW_BLOCK, last.hi)
+    rows_out, row = Var("pack_rb", 0, -(-last.hi // block)), Var("pack_r", 0, block)
+    end = _int(block) if last.hi % block == 0 else Binary(
+        "min", _int(block), Binary("sub", _int(last.hi), _mul(rows_out, block), dt.INDEX),
+        dt.INDEX)
+    stmt = For(row, _int(0), end, "serial",
+               Let(last, _add(_mul(rows_out, block), row), copy))
+    stmt = For(outer, _int(0), _int(buf.shape[0]), "serial", stmt)
+    loops = others[:-1] + [rows_out]
+    for n, v in reversed(list(enumerate(loops))):
+        wide = n == 0 and v.hi > 1 and buf.size >= PACK_PARALLEL_MIN
+        stmt = For(v, _int(0), _int(v.hi), "parallel" if wide else "serial", stmt)
+    return stmt
+
+
 def _panel_loop(outer, buf, body):
     """The loop over the panels of a packing copy into `buf`: on every core
     when the buffer is large enough to pay for it."""
@@ -566,35 +593,10 @@ class _StageLowering:
                                       _strides(buf.shape))), value)
         stmt = For(inner, _int(0), _int(f), "vectorized", stmt)
         if panel is None and dim == t.ndim - 1 and others:
-            return self._row_blocked_pack_nest(others, outer, buf, stmt)
+            return _row_blocked_pack(others, outer, buf, stmt)
         for v in reversed(others):
             stmt = For(v, _int(0), _int(v.hi), "serial", stmt)
         return stmt if panel is not None else _panel_loop(outer, buf, stmt)
-
-    def _row_blocked_pack_nest(self, others, outer, buf, copy):
-        """`_pack_nest`'s loops when t's rows hold every panel's elements side
-        by side (the packed dimension is t's last: a weight gradient's
-        dy[t, b, j] into P[j // f, t, b, j % f]): blocks of PACK_ROW_BLOCK
-        rows, each copied panel by panel, so a block's rows stay in cache
-        while every panel takes its piece of them, and each panel is written
-        a block of rows at a time. Panel by panel over all rows, a weight
-        gradient read f elements of every 2 KB row, the rows in the same few
-        cache sets; row by row over all panels, it wrote f elements into
-        every panel, the panels a multiple of 4 KB apart."""
-        last = others[-1]
-        block = min(PACK_ROW_BLOCK, last.hi)
-        rows_out, row = Var("pack_rb", 0, -(-last.hi // block)), Var("pack_r", 0, block)
-        end = _int(block) if last.hi % block == 0 else Binary(
-            "min", _int(block), Binary("sub", _int(last.hi), _mul(rows_out, block), dt.INDEX),
-            dt.INDEX)
-        stmt = For(row, _int(0), end, "serial",
-                   Let(last, _add(_mul(rows_out, block), row), copy))
-        stmt = For(outer, _int(0), _int(buf.shape[0]), "serial", stmt)
-        loops = others[:-1] + [rows_out]
-        for n, v in reversed(list(enumerate(loops))):
-            wide = n == 0 and v.hi > 1 and buf.size >= PACK_PARALLEL_MIN
-            stmt = For(v, _int(0), _int(v.hi), "parallel" if wide else "serial", stmt)
-        return stmt
 
     def _transposed_pack_nest(self, t, dim, f, buf, panel):
         """`_pack_nest` for a packed dimension that is not t's last (a dense
