@@ -628,6 +628,7 @@ class _StageLowering:
             acc_index = _linear(zip(acc_vars, _strides(extents)))
         else:
             acc, acc_index, extents = self.out, out_index, ()
+        terms = _distributed_terms(red, sc, extents)
         p = outer.depth
 
         def phase(levels, make_leaf, full, assume, shifted=(), store=False):
@@ -680,7 +681,6 @@ class _StageLowering:
             each summed into a tile of its own and then added into the
             accumulator, so every sum stays as long as the body's was (and
             schedule/accumulate.py still cuts a long one into partials)."""
-            terms = _distributed_terms(red, sc, extents)
             if len(terms) == 1:
                 return [update_phase(full, assume, tightener, shifted)]
             out = []
