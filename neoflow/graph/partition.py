@@ -163,9 +163,10 @@ def _tighten_guarded_sum(n):
         return n
     own = {id(a) for a in n.axes}
     for x in post_order(n.body):
-        if isinstance(x, Select) and is_zero(x.f) and is_index_expr(x.cond) and \
-                free_vars(x.cond) and all(id(v) in own for v in free_vars(x.cond)):
-            return simplify(n)
+        if isinstance(x, Select) and is_zero(x.f) and is_index_expr(x.cond):
+            tested = free_vars(x.cond)
+            if tested and all(id(v) in own for v in tested):
+                return simplify(n)
     return n
 
 
