@@ -10,6 +10,7 @@ from ..te.random import is_random_state
 from ..te.scan import is_scan
 from ..te.tensor import Tensor
 from ..te.visit import topo_tensors
+from .grouping import group_kernels
 from .partition import fuse, kernels_of
 
 
@@ -30,6 +31,20 @@ def partition(computed, fusion):
     """(kernels, the computed tensors as rebuilt by fusion, in the same order)."""
     part = fuse(computed, fusion=fusion)
     return kernels_of(part, fusion), list(part.outputs)
+
+
+def grouped_kernels(outs):
+    """(computed tensors among `outs`, the kernels computing them): computes
+    that are fused already (a Trainer's graph, a scan's segments and steps)
+    grouped into multi-stage kernels as nf.build groups them, in run order.
+    The execution backends' `function` (native and cuda) build these.
+
+    >>> computed, kernels = grouped_kernels([C]); kernels    # doctest: +SKIP
+    [<Kernel B+C>]
+    """
+    computed = computed_tensors(outs)
+    order = [t for t in topo_tensors(computed) if t.is_compute]
+    return computed, group_kernels(order, {id(t) for t in computed})
 
 
 def computed_tensors(outs):

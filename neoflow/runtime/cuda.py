@@ -286,10 +286,11 @@ class CudaBackend:
         return run
 
     def function(self, outputs, inputs):
-        """A callable(*tensors) -> tuple of fresh device tensors computing `outputs`."""
-        from ..graph import kernels_for
-        computed = list({id(t): t for t in outputs if t.is_compute}.values())
-        kernels = kernels_for(computed)
+        """A callable(*tensors) -> tuple of fresh device tensors computing `outputs`:
+        their computes (fused by the caller) grouped into multi-stage kernels as
+        nf.build groups them (graph/plan.grouped_kernels), as on the CPU."""
+        from ..graph.plan import grouped_kernels
+        computed, kernels = grouped_kernels(outputs)
         configs = self._configs(kernels)
         program, triton = compile_program(kernels, configs, list(inputs), computed,
                                           self.precision)

@@ -65,9 +65,7 @@ from ..toolchain import CompiledLibrary, cached_c, compile_c
 from ..toolchain.compiler import compile_flags, find_compiler
 from ..codegen.c import ENTRY, TABLE, generate_c, generate_entry
 from ..codegen.c.printer import kernel_c
-from ..graph.grouping import group_kernels
-from ..graph.plan import computed_tensors
-from ..te.visit import topo_tensors
+from ..graph.plan import grouped_kernels
 from ..schedule import default_config, lower_program
 from ..schedule.loop_ir import Program, iterations
 from ..schedule.lower import lower_kernel
@@ -315,9 +313,7 @@ class NativeBackend:
         computes (already fused by the caller: the Trainer's graph, a scan's
         segments and steps) grouped into multi-stage kernels as nf.build
         groups them (graph/grouping)."""
-        computed = computed_tensors(outputs)
-        order = [t for t in topo_tensors(computed) if t.is_compute]
-        kernels = group_kernels(order, {id(t) for t in computed})
+        computed, kernels = grouped_kernels(outputs)
         configs = [c or default_config(k) for c, k in zip(self.found(kernels), kernels)]
         return compile_kernels(kernels, list(inputs), list(outputs), computed, configs)
 

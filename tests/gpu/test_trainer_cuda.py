@@ -51,6 +51,25 @@ def test_run_on_cuda_returns_device_tensors():
         assert float(loss) == pytest.approx(trainer.step(batch), rel=1e-6)
 
 
+def test_run_on_cuda_groups_its_computes_as_build_does():
+    """Trainer.run's function (CudaBackend.function) groups the fused graph's
+    computes into multi-stage kernels, as the CPU backend and nf.build do."""
+    model = zoo.get("lltm").build("small")
+    batch = model.make_batch(np.random.default_rng(0))
+    kernels = {}
+    for target in ("cpu", "cuda"):
+        with nf.Trainer(model.loss, optimizer=nf.optim.SGD(lr=0.1), tuning="off",
+                        target=target) as trainer:
+            (loss,) = trainer.run([model.loss], batch)
+            kernels[target] = [[s.name for s in k.stages]
+                               for _, function, _, _ in trainer._forward.values()
+                               for k in function.kernels]
+            kernels[target + " loss"] = float(loss)
+    assert kernels["cuda"] == kernels["cpu"]
+    assert any(len(stages) > 1 for stages in kernels["cuda"]), kernels["cuda"]
+    assert kernels["cuda loss"] == pytest.approx(kernels["cpu loss"], rel=1e-5)
+
+
 def test_bf16_on_cpu_and_unknown_precision_are_errors():
     model = zoo.get("lltm").build("small")
     with pytest.raises(nf.NeoFlowError, match="bf16.*needs target='cuda'"):
