@@ -312,7 +312,7 @@ class NativeBackend:
         """A callable(*arrays) -> tuple of fresh arrays computing `outputs`: their
         computes (already fused by the caller: the Trainer's graph, a scan's
         segments and steps) grouped into multi-stage kernels as nf.build
-        groups them (graph/grouping)."""
+        groups them (graph.plan.grouped_kernels)."""
         computed, kernels = grouped_kernels(outputs)
         configs = [c or default_config(k) for c, k in zip(self.found(kernels), kernels)]
         return compile_kernels(kernels, list(inputs), list(outputs), computed, configs)
