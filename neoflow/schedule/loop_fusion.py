@@ -7,16 +7,22 @@ row loop. The backward of a recurrent cell evaluates the forward's sigmoids
 and tanhs again in every gradient term: LLTM's cell update and its gradient
 call exp, sigmoid and tanh 13 times per point where 4 distinct values exist.
 
-* Fusing: consecutive loops of one kind (serial or vectorized) with the same
-  constant trip count, whose bodies are stores only (no inner loops, no
-  checked reads), run as one loop over the first one's range, each body
-  with its variable shifted onto it (`dgates[i, 256 + t]` beside
-  `c_new[i, t]`). Legal when no element a loop touches at iteration t is
-  touched by a loop before it at a later iteration, one of the two touches
-  a store (indices affine and equal but for the loop variable's
-  coefficient and the constant; checked exactly): each iteration then
-  reads what the loops before it wrote there, as before, and overwrites
-  nothing they still read.
+* Fusing: consecutive loops (serial or vectorized) with the same constant
+  trip count, whose bodies are stores only (no inner loops, no checked
+  reads), run as one loop over the first one's range, each body with its
+  variable shifted onto it (`dgates[i, 256 + t]` beside `c_new[i, t]`).
+  Legal when no element a loop touches at iteration t is touched by a loop
+  before it at a later iteration, one of the two touches a store (indices
+  affine and equal but for the loop variable's coefficient and the
+  constant; checked exactly): each iteration then reads what the loops
+  before it wrote there, as before, and overwrites nothing they still read.
+  Every dependence between the fused bodies then runs forward, from an
+  earlier body at the same or an earlier iteration, so the fused loop is
+  vectorized when each of its loops is: one already vectorized, or a serial
+  one whose iterations touch no common element where one of them stores
+  (`_independent`; a piece of a concatenation's gradient that loop
+  partitioning freed of its checked reads). A serial loop that carries a
+  dependence joins only serial loops, and the fused loop stays serial.
 * Sharing: in a fused body that calls a transcendental, a value stored and
   read back later in the same iteration is kept in a scalar, and a call
   evaluated more than once on the same operands (the same buffers at the
@@ -97,7 +103,7 @@ def _joining(run, s):
     (loops already shifted): no element it touches at iteration t is touched
     by the run at a later iteration, one of the two touches a store. Else None."""
     first = run[0]
-    if not _fusable(s) or s.kind != first.kind or _trips(s) != _trips(first):
+    if not _fusable(s) or _trips(s) != _trips(first) or _kind(run + [s]) is None:
         return None
     moved = _shifted(s, first)
     old = [a for loop in run for a in _accesses(loop.body)]
@@ -107,6 +113,30 @@ def _joining(run, s):
                     _meets_later(index_, index, first.var, first.begin.value, _trips(first)):
                 return None
     return moved
+
+
+def _kind(loops):
+    """The kind of the loop fusing `loops`: serial or vectorized where they are
+    all of it; vectorized where each one is vectorized or independent; else
+    None (a dependence-carrying serial loop and a vectorized one: not fused)."""
+    kinds = {loop.kind for loop in loops}
+    if len(kinds) == 1:
+        return kinds.pop()
+    if all(loop.kind == "vectorized" or _independent(loop) for loop in loops):
+        return "vectorized"
+    return None
+
+
+def _independent(loop):
+    """Whether no two iterations of `loop` touch one element where one of the
+    touches is a store (no dependence carried from one iteration to another)."""
+    touches = _accesses(loop.body)
+    begin, trips = loop.begin.value, _trips(loop)
+    return not any(buf is buf_ and (stored or stored_) and (
+        _meets_later(index, index_, loop.var, begin, trips)
+        or _meets_later(index_, index, loop.var, begin, trips))
+        for n, (buf, stored, index) in enumerate(touches)
+        for buf_, stored_, index_ in touches[n:])
 
 
 def _accesses(body):
@@ -148,7 +178,7 @@ def _fused(run):
     first = run[0]
     stores = [st for loop in run
               for st in (loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,))]
-    return For(first.var, first.begin, first.end, first.kind, _share(stores))
+    return For(first.var, first.begin, first.end, _kind(run), _share(stores))
 
 
 # -- sharing values inside one fused body ------------------------------------------

@@ -82,13 +82,47 @@ def test_a_loop_overwriting_what_an_earlier_one_still_reads_later_does_not_fuse(
     assert dump(fuse_loops(Seq([ahead, second]))).count("for ") == 1
 
 
-def test_loops_of_other_lengths_or_kinds_stay_apart():
+def test_loops_of_other_lengths_stay_apart():
     x, a, b = f32("x"), f32("a"), f32("b")
     s, u = Var("s"), Var("u")
     first = loop(s, 128, Store(a, s, Load(x, s)))
-    for second in (loop(u, 64, Store(b, u, Load(x, u))),
-                   loop(u, 128, Store(b, u, Load(x, u)), kind="serial")):
-        assert dump(fuse_loops(Seq([first, second]))).count("for ") == 2
+    assert dump(fuse_loops(Seq([first, loop(u, 64, Store(b, u, Load(x, u)))]))).count(
+        "for ") == 2
+
+
+def only_loop(stmt):
+    loops = [st for st in stmt.stmts if isinstance(st, For)] if isinstance(stmt, Seq) else [stmt]
+    assert len(loops) == 1, dump(stmt)
+    return loops[0]
+
+
+def test_an_independent_serial_loop_joins_a_vectorized_one_and_the_fused_loop_vectorizes():
+    # a concatenation gradient's piece that loop partitioning freed of its checks is
+    # serial; with no element shared between its iterations it fuses, vectorized
+    x, a, b, c = f32("x"), f32("a"), f32("b"), f32("c", 512)
+    s, u, w = Var("s"), Var("u"), Var("w")
+    out = fuse_loops(Seq([
+        loop(s, 128, Store(a, s, exp(Load(x, s)))),
+        loop(u, 128, Store(c, idx(u, 256), Binary("mul", Load(a, u), exp(Load(x, u)),
+                                                   "float32")), kind="serial"),
+        loop(w, 128, Store(b, w, Load(a, w)))]))
+    assert only_loop(out).kind == "vectorized"
+    assert dump(out).count("exp(") == 1
+
+
+def test_a_serial_loop_carrying_a_dependence_stays_apart_from_a_vectorized_one():
+    x, a, b, acc = f32("x"), f32("a"), f32("b"), f32("acc", 1)
+    s, u = Var("s"), Var("u")
+    zero = Const(0, dt.INDEX)
+    running = loop(u, 128, Store(b, idx(u, 1), Binary("add", Load(b, u), Load(x, u),
+                                                       "float32")), kind="serial")
+    total = loop(u, 128, Store(acc, zero, Binary("add", Load(acc, zero), Load(x, u),
+                                                  "float32")), kind="serial")
+    for carried in (running, total):
+        vectorized = loop(s, 128, Store(a, s, Load(x, s)))
+        assert dump(fuse_loops(Seq([vectorized, carried]))).count("for ") == 2
+        serial = loop(s, 128, Store(a, s, Load(x, s)), kind="serial")
+        assert only_loop(fuse_loops(Seq([serial, carried]))).kind == "serial"
 
 
 def test_a_call_made_twice_is_made_once_but_not_out_of_a_select_branch():
