@@ -14,7 +14,9 @@ Per stage:
   and the tile itself; the rows come from an axis that contiguous operand
   does not depend on (matmul's i, conv's output channel), so each of its
   vector loads serves every row of the tile; when panels of that operand
-  serve many rows over a long reduction, it is packed first (GEMM's B),
+  serve many rows over a long reduction, it is packed first (GEMM's B;
+  one small enough to stay in cache only when its panels serve many
+  register tiles: an RNN step's 32 rows read W_hh in place),
   and so is the operand the rows read (GEMM's A) when its panels serve
   several tiles;
 * a reduction read through flattened indices (`qkv[b * T + i, h * hd + e]`),
@@ -91,6 +93,8 @@ PANELS_FIRST_RATIO = 16   # a channel-blocked tile's packed weights at least thi
 PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel on its own
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
+PANEL_MIN_ROW_TILES = 8   # register tiles of rows each panel of a cached operand must serve to pay
+CACHED_PANEL_BYTES = 512 << 10  # operand size to here: its strided rows stay in cache (Zen 3 L2)
 ROW_PANEL_MIN_BYTES = 256 << 10  # rows' operand of a wide tile packed from here (half a Zen 3 L2)
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
@@ -664,7 +668,30 @@ def _panels(st, v, tile, u):
         return []
     contiguous = {id(r.tensor) for r in _unit_stride_reads(st, st.spatial[v])}
     return [n for n, (t, axis, _) in enumerate(st.packable)
-            if axis == sv and id(t) in contiguous]
+            if axis == sv and id(t) in contiguous and _panel_copy_pays(st, t, v, tile, u)]
+
+
+def _panel_copy_pays(st, t, v, tile, u):
+    """Whether packing operand `t` into panels along axis v pays for its copy,
+    made afresh by every call: always when `t` outgrows CACHED_PANEL_BYTES
+    (its strided rows would stream from L3 or memory for every row tile);
+    for a smaller one only when each panel serves at least
+    PANEL_MIN_ROW_TILES register tiles of rows (the output points that do
+    not move `t`, over the tile's rows). An RNN step's dgates @ W_hh
+    (32 rows of 8 by a 512x128 W_hh, 256 KB, once per time step): 4 row
+    tiles; unpacked it ran 27 us a call against 39. Inside the step (two
+    Trainers alternated, AVX-512 tiles), where it counts: the scanned LSTM
+    1.05x at T=64, subLSTM 1.04x, SC-RNN and LLTM 1.03x, LeNet 1.00x; the
+    unrolled cells' kernels alone, inputs hot in cache, ran 0.63-0.94x as
+    fast unpacked, a figure the step does not bear out."""
+    if _bytes(t) > CACHED_PANEL_BYTES:
+        return True
+    moved = {id(x) for r in reads(st.reduction.body) if r.tensor is t
+             for i in r.indices for x in free_vars(i)}
+    rows = math.prod(a.extent for d, a in enumerate(st.spatial)
+                     if d != v and id(a) not in moved)
+    row_tile = tile[f"s{u}"][0] if tile[f"s{u}"] else st.spatial[u].extent
+    return rows >= PANEL_MIN_ROW_TILES * row_tile
 
 
 def _row_panels(st, v, tile, su, lanes):

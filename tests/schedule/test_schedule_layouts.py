@@ -16,16 +16,39 @@ def randn(*shape):
 
 
 def test_default_gemm_packs_both_operands():
-    a, b = nf.placeholder((64, 80), name="a"), nf.placeholder((80, 72), name="b")
+    # 160 rows: each of B's panels serves PANEL_MIN_ROW_TILES register tiles or more
+    a, b = nf.placeholder((160, 80), name="a"), nf.placeholder((80, 72), name="b")
     k = nf.reduce_axis(80, name="k")
-    c = nf.compute((64, 72), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k))
+    c = nf.compute((160, 72), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k))
     f = nf.build(c, [a, b], database=False)
     st = Stage(c)
     assert [(t.name, axis, dim) for t, axis, dim in st.packable] == [("a", "s0", 0),
                                                                      ("b", "s1", 1)]
     assert f.configs[0].stages[0].pack == [1, 0]      # B's column panels, then A's row panels
-    av, bv = randn(64, 80), randn(80, 72)
+    av, bv = randn(160, 80), randn(80, 72)
     np.testing.assert_allclose(f(av, bv), av @ bv, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("vector_bytes", ["32", "64"])       # AVX2's tiles and AVX-512's
+def test_a_cached_gemm_b_serving_few_row_tiles_stays_unpacked(monkeypatch, vector_bytes):
+    # an RNN step's dgates @ W_hh: 32 (or 37) rows, W_hh 512x128 (256 KB): its
+    # panels would serve a few register tiles of rows, and the copy, made afresh
+    # by every call, costs more than the strided reads (the scanned LSTM's step
+    # 1.05x faster unpacked). 300 rows serve enough tiles; a B beyond
+    # CACHED_PANEL_BYTES (512x1200, 2.4 MB) is packed whatever the rows.
+    from neoflow.schedule.default import CACHED_PANEL_BYTES
+    monkeypatch.setenv("NEOFLOW_VECTOR_BYTES", vector_bytes)
+    for rows, cols, packed in ((32, 128, False), (37, 128, False), (300, 128, True),
+                               (32, 1200, True)):
+        g, w = nf.placeholder((rows, 512), name="g"), nf.placeholder((512, cols), name="w")
+        j = nf.reduce_axis(512, name="j")
+        y = nf.compute((rows, cols), lambda b, k: nf.sum(g[b, j] * w[j, k], axis=j))
+        f = nf.build(y, [g, w], database=False)
+        sc = f.configs[0].stages[0]
+        assert (512 * cols * 4 > CACHED_PANEL_BYTES) == (cols == 1200)
+        assert ("w" in [Stage(y).packable[n][0].name for n in sc.pack]) == packed, (rows, sc)
+        gv, wv = randn(rows, 512), randn(512, cols)
+        np.testing.assert_allclose(f(gv, wv), gv @ wv, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.usefixtures("avx2")
@@ -152,9 +175,9 @@ def test_panels_packed_one_at_a_time_inside_the_panel_loop():
     # the panel loop outermost and alone in parallel: each iteration packs its
     # panel (a partial last one padded with zeros), GEMM's B and dense's W alike
     cases = []
-    a, b = nf.placeholder((40, 64), name="a"), nf.placeholder((64, 150), name="b")
+    a, b = nf.placeholder((160, 64), name="a"), nf.placeholder((64, 300), name="b")
     k = nf.reduce_axis(64, name="k")
-    cases.append((nf.compute((40, 150), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k)),
+    cases.append((nf.compute((160, 300), lambda i, j: nf.sum(a[i, k] * b[k, j], axis=k)),
                   [a, b], lambda av, bv: av @ bv))
     for n in (150, 160):     # W's rows not / a multiple of the panel: element / 8x8 copies
         x, w = nf.placeholder((40, 64), name="x"), nf.placeholder((n, 64), name="w")
