@@ -20,6 +20,7 @@ rounds, their range, and the ratio to torch-lstm taken within each round.
 
     python bench/scan.py                 # T = 16, 64, 256
     python bench/scan.py --repeat 5 --variants nf-scan,torch-lstm   # 5 rounds, alternated
+    python bench/scan.py --repeat 20 --variants nf-scan,torch-lstm --lengths 64
     python bench/scan.py --smoke         # tiny sizes, one block (tests)
     python bench/scan.py --profile 64    # where an nf-scan step's time goes
 """
@@ -220,6 +221,7 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--one", nargs=2, metavar=("VARIANT", "T"))
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--lengths", help="comma-separated T (default 16,64,256)")
     ap.add_argument("--profile", type=int, metavar="T", help="where an nf-scan step's time goes")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="rounds of processes, alternated (this machine's speed drifts "
@@ -235,6 +237,8 @@ def main(argv=None):
         print(json.dumps(res))
         return
     lengths = (3, 5) if args.smoke else (16, 64, 256)
+    if args.lengths:
+        lengths = tuple(int(t) for t in args.lengths.split(","))
     variants = args.variants.split(",")
     runs = {}                       # (variant, T) -> [(compile s, median ms) per round]
     for _ in range(args.repeat):    # rounds: every process once, alternated
