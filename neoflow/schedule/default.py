@@ -433,9 +433,17 @@ def _small_window(st):
             and math.prod(a.extent for a in st.reduce_axes) <= SMALL_WINDOW)
 
 
-def _reuse(st, axis):
-    """Output points that share each element of a panel packed along `axis`."""
-    return math.prod(a.extent for a in st.spatial) // st.extent(axis)
+def _reuse(st, axis, operand=None):
+    """Output points that share each element of a panel packed along `axis`:
+    those of the other spatial axes, or, given the packed `operand`, of the
+    other axes its reads do not move (a batched B's panel serves its own
+    batch's rows only)."""
+    if operand is None:
+        return math.prod(a.extent for a in st.spatial) // st.extent(axis)
+    moved = {id(x) for r in reads(st.reduction.body) if r.tensor is operand
+             for i in r.indices for x in free_vars(i)}
+    packed = st.axis(axis)
+    return math.prod(a.extent for a in st.spatial if a is not packed and id(a) not in moved)
 
 
 def _streams(st, v, packed):
@@ -686,12 +694,8 @@ def _panel_copy_pays(st, t, v, tile, u):
     fast unpacked, a figure the step does not bear out."""
     if _bytes(t) > CACHED_PANEL_BYTES:
         return True
-    moved = {id(x) for r in reads(st.reduction.body) if r.tensor is t
-             for i in r.indices for x in free_vars(i)}
-    rows = math.prod(a.extent for d, a in enumerate(st.spatial)
-                     if d != v and id(a) not in moved)
     row_tile = tile[f"s{u}"][0] if tile[f"s{u}"] else st.spatial[u].extent
-    return rows >= PANEL_MIN_ROW_TILES * row_tile
+    return _reuse(st, f"s{v}", t) >= PANEL_MIN_ROW_TILES * row_tile
 
 
 def _row_panels(st, v, tile, su, lanes):
