@@ -58,7 +58,9 @@ Hands on: a `Config` that `validate` (and for "cuda" `validate_gpu`) accepts.
 import math
 import os
 
-from ..te.arith import conjuncts, free_vars, linear_form
+from ..te.arith import conjuncts, free_vars, is_index_expr, linear_form
+from ..te.flops import condition_share
+from ..te.simplify import conjunction
 from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.visit import children, post_order, reads
 from ..toolchain.target import target as simd_target
@@ -131,8 +133,19 @@ SMALL_WINDOW_MIN_ROW = 2  # output row points a small window needs to vectorise 
 # tails' cost by TAIL_GAIN: on AVX-512 7 points where 5 leave a costly tail
 # (conv3d 64ch 4x14x14 at batch 2: 14 = 2 x 7 against 2 x 5 and a tail of 4,
 # 214 against 183 GFLOP/s; 56-wide rows keep 5: 7 there 152 against 160-168).
-CHANNEL_TILES = {16: (2, (5,), 0, (5,)), 32: (1, (5, 7), 8, (5, 4))}
+# AVX2 (a 2-core AVX2 EPYC, kernels alone, old and new alternated): 3 points
+# along the row where 5 leave a costly tail (rows of 6, 9, 12), 4 along an
+# outer axis: CapsNet's primary conv onto 6x6, 5 + a shifted tail (10 points
+# for 6) 135 ms against 97 with 2 x 3 (the whole row, 12 accumulators: 112),
+# its weight gradient over 9-wide rows 117 -> 109 ms and conv1's 3.7 -> 3.5;
+# 4 points from the batch of 16: CapsNet's input gradient 161 -> 140 ms,
+# DCGAN's phase kernels 5.8 -> 3.7 and 5.6 -> 4.3, MobileNet-v2's
+# depthwise input gradients 1.07-1.43x (one DCGAN conv_transpose2d of 0.6 ms
+# 0.90x). The only zoo kernels that change.
+CHANNEL_TILES = {16: (2, (5, 3), 0, (5, 4)), 32: (1, (5, 7), 8, (5, 4))}
 TAIL_GAIN = 1.5
+CLIPPED_WINDOW_SHARE = 0.5   # see _clipped_windows_outside
+CLIPPED_WINDOW_REUSE = 16
 
 
 GPU_TILE = 4096            # elements of a GPU program's register tile (lanes x block)
@@ -778,10 +791,11 @@ def _channel_blocked(st, n, lanes, registers):
     outer = [f"{a}.0" for a in st.axis_names if a.startswith("s") and (tile[a] or a != sv)]
     inner = [f"{a}.{len(tile[a])}" for a in in_tile] + [f"{sc_axis}.1"]
     unroll = {f"{a}.{len(tile[a])}": factor[a] for a in in_tile if factor[a] > 1}
-    reduce_levels = [f"r{k}.0" for k in range(len(st.reduce_axes))]
     in_place = _contiguous_operands(st, st.spatial[int(sc_axis[1:])])
     pack = [m for m, (t, axis, _) in enumerate(st.packable)
             if axis == sc_axis and id(t) not in in_place]
+    reduce_levels = [f"r{k}.0" for k in _clipped_windows_outside(
+        st, sc_axis, [t for t, axis, _ in st.packable if axis == sc_axis])]
     parallel = len(outer)
     packed = max((_bytes(st.packable[m][0]) for m in pack), default=0)
     if packed > COLUMNS_FIRST_BYTES and packed >= PANELS_FIRST_RATIO * _bytes(st.tensor) and \
@@ -794,6 +808,43 @@ def _channel_blocked(st, n, lanes, registers):
         parallel = 1
     return StageConfig(tile, outer + reduce_levels + inner, parallel=parallel,
                        vectorize=sc_axis, unroll=unroll, cache_write=True, pack=pack)
+
+
+def _clipped_windows_outside(st, sc_axis, operands):
+    """A channel-blocked tile's reduce loops, outer to inner: as declared,
+    unless the reduction's index range clips its window at most points and
+    the tile's `operands` (tensors packed or read along `sc_axis`, the
+    weights) are reused enough to make it compute-bound. Clipped: its
+    `where=` holds on under CLIPPED_WINDOW_SHARE of the box of the axes it
+    ties (a large window at a large stride over a small image: the CapsNet
+    primary capsules' input gradient, 5x5 taps per phase over a 6x6
+    gradient, holds on 29%). Reused: each element serves at least
+    CLIPPED_WINDOW_REUSE output points inside the window (`_reuse` times
+    that share; CapsNet's weights 467). The window loops then go outside
+    the others, so that the innermost loop is a channel sum of constant
+    length rather than a window row of a few points whose bounds move with
+    the point: CapsNet's input gradient 287 -> 164 ms alone, ResNet-3D's
+    stride-2 input gradient at 7x7 (reuse 63) and its layer-3 weight
+    gradients (1600) 1.0-1.2x. Weights a point or a few use each (ResNet-3D's
+    3x3x3 input gradients over 1x2x2 and 1x4x4, reuse 1.2 and 7.4) stream
+    from memory, best in address order: window loops outside ran them 0.73x.
+
+    >>> _clipped_windows_outside(Stage(dx_phases), "s1", [w])   # (channels, ky, kx)
+    [1, 2, 0]
+    """
+    order = list(range(len(st.reduce_axes)))
+    index_conds = [c for c in conjuncts(st.reduction.cond) if is_index_expr(c)] \
+        if st.reduction.cond is not None else []
+    tied = {id(v) for c in index_conds for v in free_vars(c)}
+    window = [k for k in order if id(st.reduce_axes[k]) in tied]
+    if not window or len(window) == len(order):
+        return order
+    share = condition_share(conjunction(index_conds),
+                            [a for a in st.spatial + st.reduce_axes if id(a) in tied])
+    reuse = min((_reuse(st, sc_axis, t) for t in operands), default=_reuse(st, sc_axis))
+    if share >= CLIPPED_WINDOW_SHARE or reuse * share < CLIPPED_WINDOW_REUSE:
+        return order
+    return window + [k for k in order if k not in window]
 
 
 def _tile_free_axes(st, sc_axis):

@@ -61,6 +61,19 @@ def flops(tensors, given=()):
     return total
 
 
+def condition_share(cond, vars_):
+    """The share of the grid of the index variables `vars_` where the index
+    condition `cond` holds (exact up to GRID_LIMIT points, beyond that the
+    share of the box the condition narrows the grid to, an upper bound).
+
+    >>> i, j = nf.reduce_axis(4, name="i"), nf.reduce_axis(4, name="j")
+    >>> condition_share(i + j < 4, [i, j])
+    0.625
+    """
+    vars_ = list(vars_)
+    return _grid_count(vars_, list(conjuncts(cond)), ()) / math.prod(v.extent for v in vars_)
+
+
 def _float_op(e):
     if isinstance(e, Unary):
         return dt.is_float(e.a.dtype)

@@ -97,3 +97,11 @@ def test_softmax_gradients(op):
     x = nf.placeholder((8, 64), name="x")
     y = op(x, -1)
     assert nf.flops(_grad(y, x), given=_forward(y)) <= 1.5 * nf.flops(y)
+
+
+def test_condition_share_counts_the_grid_where_an_index_condition_holds():
+    from neoflow.te.flops import condition_share
+    i, j = nf.reduce_axis(7, name="i"), nf.reduce_axis(5, name="j")
+    assert condition_share(i + j < 4, [i, j]) == 10 / 35
+    assert condition_share((i >= 2) & (j <= 1), [i, j]) == 10 / 35
+    assert condition_share(i >= 0, [i, j]) == 1.0

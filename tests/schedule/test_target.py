@@ -187,11 +187,20 @@ def test_an_outer_row_axis_takes_four_points_where_five_leave_a_costly_tail():
     """Rows from the batch (a phase compute whose taps are bounded by every
     spatial axis): 16 = 4 x 4, not 3 x 5 and a tail; 128 keeps 5."""
     assert [channel_tile(32, e, outer=True)[1] for e in (2, 8, 10, 16, 128)] == [2, 4, 5, 4, 5]
-    assert channel_tile(16, 16, outer=True) == (2, 5)                   # AVX2: as before
+    assert [channel_tile(16, e, outer=True)[1] for e in (2, 10, 16, 128)] == [2, 5, 4, 5]  # AVX2
 
 
-def test_a_transposed_convs_bounded_phases_take_rows_from_the_batch(width):
-    width("64")
+def test_an_avx2_row_takes_three_points_where_five_leave_a_costly_tail():
+    """Rows of 6, 9 and 12 (CapsNet's primary conv onto 6x6, its weight
+    gradient over 9-wide windows) in tiles of 3; rows of 5, 7, 10 and of the
+    ResNet-18 sizes keep 5, four points one tile."""
+    assert [channel_tile(16, e)[1] for e in (6, 9, 12)] == [3, 3, 3]
+    assert [channel_tile(16, e)[1] for e in (4, 5, 7, 10, 14, 28, 56)] == [4, 5, 5, 5, 5, 5, 5]
+
+
+@pytest.mark.parametrize("bytes_", ["32", "64"])
+def test_a_transposed_convs_bounded_phases_take_rows_from_the_batch(width, bytes_):
+    width(bytes_)
     x, w = nf.placeholder((16, 32, 4, 4), name="x"), nf.placeholder((32, 32, 4, 4), name="w")
     y = nf.nn.conv_transpose2d(x, w, stride=2, padding=1)
     kernel, = [k for k in kernels_for([y]) if k.stages[0].name == "dconv_transpose2d_phases"]
@@ -330,3 +339,42 @@ def test_channel_tiles_read_a_contiguous_operand_in_place(width, bytes_):
     conv = nf.nn.conv2d(nf.placeholder((2, 16, 9, 9), name="img"),
                         nf.placeholder((32, 16, 3, 3), name="w"), padding=1)
     assert default_config(kernels_for([conv])[-1]).stages[-1].pack
+
+
+def _strided_conv_input_grad(batch, channels, size, kernel, stride, padding, nd=2):
+    conv = nf.nn.conv2d if nd == 2 else nf.nn.conv3d
+    x = nf.placeholder((batch, channels) + (size,) * nd, name="x")
+    w = nf.placeholder((channels, channels) + (kernel,) * nd, name="w")
+    y = conv(x, w, stride=stride, padding=padding)
+    g = nf.placeholder(y.shape, name="g")
+    dx, = nf.grad(y, [x], head=g)
+    return x, w, g, dx
+
+
+@pytest.mark.parametrize("bytes_", ["32", "64"])
+@pytest.mark.parametrize("case, window_outside", [
+    ((5, 16, 13, 9, 2, 0, 2), True),     # CapsNet's 9x9/2 onto 3x3: 5x5 taps per phase, clipped
+    ((2, 16, 2, 3, 1, 1, 2), False),     # 3x3 onto 2x2: clipped, but each weight serves 4 points
+    ((2, 16, 9, 3, 1, 1, 2), False)])    # 3x3 onto 9x9: clipped at the borders only
+def test_clipped_windows_go_outside_the_channel_sum(width, bytes_, case, window_outside):
+    """A strided conv's input gradient whose window most output points see
+    only in part runs its window loops outside the channel sum (a constant
+    loop innermost, not a few taps whose bounds move with the point); where
+    the weights are barely reused, or the window is whole at most points,
+    the declared order stays. Values against torch in float64, odd sizes."""
+    import torch.nn.functional as F
+    width(bytes_)
+    batch, channels, size, kernel, stride, padding, nd = case
+    x, w, g, dx = _strided_conv_input_grad(batch, channels, size, kernel, stride, padding, nd)
+    f = nf.build(dx, [w, g], database=False)
+    sc = next(sc for k, c in zip(f.kernels, f.configs) for t, sc in zip(k.stages, c.stages)
+              if sc.pack and t.op.body is not None and any(a.startswith("r") for a in sc.order))
+    reduce_order = [lv for lv in sc.order if lv.startswith("r")]
+    assert (reduce_order[-1] == "r0.0") == window_outside, sc      # r0: the channels
+    rng = np.random.default_rng(3)
+    wv, gv = rng.standard_normal(w.shape), rng.standard_normal(g.shape)
+    xt = torch.zeros(x.shape, dtype=torch.float64, requires_grad=True)
+    F.conv2d(xt, torch.from_numpy(wv), stride=stride, padding=padding).backward(
+        torch.from_numpy(gv))
+    got = f(wv.astype(np.float32), gv.astype(np.float32))
+    np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-4, atol=1e-4 * np.abs(got).max())
