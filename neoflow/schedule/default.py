@@ -97,7 +97,7 @@ PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serv
 PACK_MIN_REDUCE = 64
 PANEL_MIN_ROW_TILES = 8   # register tiles of rows each panel of a cached operand must serve to pay
 CACHED_PANEL_BYTES = 512 << 10  # operand size to here: its strided rows stay in cache (Zen 3 L2)
-ROW_PANEL_MIN_BYTES = 256 << 10  # rows' operand of a wide tile packed from here (half a Zen 3 L2)
+ROW_PANEL_MIN_BYTES = 16 << 20  # rows' operand of a wide tile packed from here (_row_panels)
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
 SMALL_WINDOW = 32         # reduce points below which a reduction vectorises across its output
@@ -719,9 +719,16 @@ def _row_panels(st, v, tile, su, lanes):
     of one line per row. Not GEMM's A (rows apart in memory, each
     contiguous along the reduction) when smaller than ROW_PANEL_MIN_BYTES
     under a tile of two vectors or more: its rows stay in cache from one
-    column tile to the next, and the copy (serial at that size) costs more
-    than the lines it saves (a batch of 32 rows in an RNN's step GEMMs). A
-    weight gradient's dy[b, j], contiguous along the rows, keeps its panels."""
+    column tile to the next, and the copy costs more than the lines it
+    saves (a batch of 32 rows in an RNN's step GEMMs). The bound was half a
+    Zen 3 L2 (256 KB); on a 2-core AVX2 EPYC (Zen 1/2 class, 512 KB L2, 8 MB
+    L3), A read in place ran as fast or faster at every size measured, GEMMs
+    alone, old and new alternated: 512x784 @ 784x128 (1.6 MB of A) 1.06x,
+    2048x128 @ 128x512 1.12x, 8192x128 (4 MB) 1.14x, 4096x784 (12.8 MB)
+    1.04x, 1024^3 1.02x; SC-RNN's step 1.12x, subLSTM's 1.01x, the scanned
+    LSTM's (T=64) 1.02x (two Trainers alternated); MI-LSTM's kernels that
+    change 1.00x. A weight gradient's dy[b, j], contiguous along the rows,
+    keeps its panels."""
     sv = f"s{v}"
     if su is None or not tile[su] or not tile[sv] or math.prod(
             a.extent for a in st.reduce_axes) < PACK_MIN_REDUCE or st.extent(sv) < 2 * tile[sv][0]:

@@ -68,19 +68,21 @@ def test_default_dense_packs_its_transposed_weight():
 @pytest.mark.usefixtures("avx2")
 def test_a_small_gemm_a_stays_unpacked_under_a_wide_tile():
     # an RNN step's h[b, k] @ W[j, k]: 32 (or 37) rows of h, 16 KB, stay in cache
-    # from one column tile to the next; only W is packed. From ROW_PANEL_MIN_BYTES
-    # (600 rows) h is packed too; a weight gradient's dy[b, j], contiguous
-    # along its rows j, keeps its row panels at any size.
+    # from one column tile to the next; only W is packed. So do the hoisted
+    # input projections' 1-4 MB of rows. From ROW_PANEL_MIN_BYTES (32768 rows)
+    # x is packed too; a weight gradient's dy[b, j], contiguous along its rows
+    # j, keeps its row panels at any size.
     from neoflow.schedule.default import ROW_PANEL_MIN_BYTES
-    for rows, packed in ((32, ["w"]), (37, ["w"]), (600, ["w", "x"])):
-        x, w = nf.placeholder((rows, 128), name="x"), nf.placeholder((512, 128), name="w")
+    for rows, cols, packed in ((32, 512, ["w"]), (37, 512, ["w"]), (2048, 512, ["w"]),
+                               (32768, 32, ["w", "x"])):
+        x, w = nf.placeholder((rows, 128), name="x"), nf.placeholder((cols, 128), name="w")
         k = nf.reduce_axis(128, name="k")
-        y = nf.compute((rows, 512), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
+        y = nf.compute((rows, cols), lambda b, j: nf.sum(x[b, k] * w[j, k], axis=k))
         f = nf.build(y, [x, w], database=False)
         sc = f.configs[0].stages[0]
-        assert sc.tile["s1"] == [16] and (rows * 128 * 4 >= ROW_PANEL_MIN_BYTES) == (rows == 600)
+        assert sc.tile["s1"] == [16] and (rows * 128 * 4 >= ROW_PANEL_MIN_BYTES) == (rows == 32768)
         assert [Stage(y).packable[n][0].name for n in sc.pack] == packed, (rows, sc)
-        xv, wv = randn(rows, 128), randn(512, 128)
+        xv, wv = randn(rows, 128), randn(cols, 128)
         np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
     dy, x = nf.placeholder((64, 120), name="dy"), nf.placeholder((64, 400), name="x")
     b = nf.reduce_axis(64, name="b")
