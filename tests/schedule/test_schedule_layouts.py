@@ -70,8 +70,7 @@ def test_a_small_gemm_a_stays_unpacked_under_a_wide_tile():
     # an RNN step's h[b, k] @ W[j, k]: 32 (or 37) rows of h, 16 KB, stay in cache
     # from one column tile to the next; only W is packed. So do the hoisted
     # input projections' 1-4 MB of rows. From ROW_PANEL_MIN_BYTES (32768 rows)
-    # x is packed too; a weight gradient's dy[b, j], contiguous along its rows
-    # j, keeps its row panels at any size.
+    # x is packed too.
     from neoflow.schedule.default import ROW_PANEL_MIN_BYTES
     for rows, cols, packed in ((32, 512, ["w"]), (37, 512, ["w"]), (2048, 512, ["w"]),
                                (32768, 32, ["w", "x"])):
@@ -84,11 +83,17 @@ def test_a_small_gemm_a_stays_unpacked_under_a_wide_tile():
         assert [Stage(y).packable[n][0].name for n in sc.pack] == packed, (rows, sc)
         xv, wv = randn(rows, 128), randn(cols, 128)
         np.testing.assert_allclose(f(xv, wv), xv @ wv.T, rtol=1e-4, atol=1e-4)
-    dy, x = nf.placeholder((64, 120), name="dy"), nf.placeholder((64, 400), name="x")
-    b = nf.reduce_axis(64, name="b")
-    dw = nf.compute((120, 400), lambda j, i: nf.sum(dy[b, j] * x[b, i], axis=b))
-    sc = nf.build(dw, [dy, x], database=False).configs[0].stages[0]
-    assert "dy" in [Stage(dw).packable[n][0].name for n in sc.pack], sc
+    # a weight gradient's dy[b, j], contiguous along its rows j: read in place
+    # while it stays in cache (up to CACHED_PANEL_BYTES), packed beyond
+    for batch, packed in ((64, False), (1200, True)):
+        dy, x = nf.placeholder((batch, 120), name="dy"), nf.placeholder((batch, 400), name="x")
+        b = nf.reduce_axis(batch, name="b")
+        dw = nf.compute((120, 400), lambda j, i: nf.sum(dy[b, j] * x[b, i], axis=b))
+        f = nf.build(dw, [dy, x], database=False)
+        sc = f.configs[0].stages[0]
+        assert ("dy" in [Stage(dw).packable[n][0].name for n in sc.pack]) == packed, sc
+        dyv, xv = randn(batch, 120), randn(batch, 400)
+        np.testing.assert_allclose(f(dyv, xv), dyv.T @ xv, rtol=1e-4, atol=1e-3)
 
 
 def test_default_batched_q_kt_packs_k_along_the_output_columns():
@@ -198,14 +203,15 @@ def test_panels_packed_one_at_a_time_inside_the_panel_loop():
 
 @pytest.mark.usefixtures("avx2")
 def test_row_panels_of_a_weight_gradient_are_packed_a_block_of_rows_at_a_time():
-    # dW[j, k] = sum_{t, b} dy[t, b, j] x[t, b, k]: dy packed along j (its last
-    # dimension) in panels; copied in blocks of PACK_ROW_BLOCK rows of b, each
-    # into every panel, so dy is read row by row. Odd sizes: a partial last
-    # block of rows and a partial last panel; big enough to copy in parallel.
+    # dW[j, k] = sum_{t, b} dy[t, b, j] x[t, b, k]: dy (beyond CACHED_PANEL_BYTES)
+    # packed along j (its last dimension) in panels; copied in blocks of
+    # PACK_ROW_BLOCK rows of b, each into every panel, so dy is read row by row.
+    # Odd sizes: a partial last block of rows and a partial last panel; x's
+    # copy serial (under PACK_PARALLEL_MIN elements) or in parallel.
     from neoflow.schedule import lower_program
     from neoflow.schedule.loop_ir import For, nodes
     from neoflow.schedule.lower import PACK_PARALLEL_MIN, PACK_ROW_BLOCK
-    for T, B, J, K in ((9, 13, 100, 40), (7, 37, 130, 24)):
+    for T, B, J, K in ((9, 131, 130, 24), (7, 149, 132, 40)):
         dy, x = nf.placeholder((T, B, J), name="dy"), nf.placeholder((T, B, K), name="x")
         t, b = nf.reduce_axis(T, name="t"), nf.reduce_axis(B, name="b")
         dw = nf.compute((J, K), lambda j, k: nf.sum(dy[t, b, j] * x[t, b, k], axis=[t, b]),
@@ -218,7 +224,7 @@ def test_row_panels_of_a_weight_gradient_are_packed_a_block_of_rows_at_a_time():
         blocks = [n for n in loops if n.var.name == "pack_rb"]    # x's and dy's copies
         assert len(blocks) == 2 and all(n.end.value == -(-B // PACK_ROW_BLOCK) for n in blocks)
         parallel = [n.var.name for n in loops if n.kind == "parallel" and "pack" in n.var.name]
-        assert parallel == (["pack"] if T * B * J >= PACK_PARALLEL_MIN else []), parallel
+        assert parallel == ["pack"] * sum(n >= PACK_PARALLEL_MIN for n in (T * B * J, T * B * K))
         dyv, xv = randn(T, B, J), randn(T, B, K)
         np.testing.assert_allclose(f(dyv, xv), np.einsum("tbj,tbk->jk", dyv, xv), rtol=1e-4,
                                    atol=1e-4)
