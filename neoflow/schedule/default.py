@@ -59,9 +59,9 @@ import math
 import os
 
 from ..te.arith import conjuncts, free_vars, is_index_expr, linear_form
+from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.flops import condition_share
 from ..te.simplify import conjunction
-from ..te.expr import Binary, Const, IterVar, Read, Select, Unary
 from ..te.visit import children, post_order, reads
 from ..toolchain.target import target as simd_target
 from .config import (Config, GpuParams, StageConfig, compute_at_problem, gpu_stage_config,
@@ -96,7 +96,8 @@ PANEL_LOOP_MIN = 8        # column tiles for the panel loop to run in parallel o
 PACK_MIN_ROWS = 32        # rows (and reduction length) a packed panel must serve
 PACK_MIN_REDUCE = 64
 PANEL_MIN_ROW_TILES = 8   # register tiles of rows each panel of a cached operand must serve to pay
-CACHED_PANEL_BYTES = 512 << 10  # operand size to here: its strided rows stay in cache (Zen 3 L2)
+CACHED_PANEL_BYTES = 512 << 10  # operand size to here: it stays in cache, read in place
+                                # (_panel_copy_pays, _row_panels; a Zen 3 L2)
 ROW_PANEL_MIN_BYTES = 16 << 20  # rows' operand of a wide tile packed from here (_row_panels)
 COLUMNS_FIRST_BYTES = 2 << 20   # a packed operand larger than an L2 (Zen 3: 512K, Sapphire
                                 # Rapids: 2M) goes column panel by column panel (_columns_first)
@@ -840,7 +841,7 @@ def _clipped_windows_outside(st, sc_axis, operands):
     length rather than a window row of a few points whose bounds move with
     the point: CapsNet's input gradient 287 -> 164 ms alone, ResNet-3D's
     stride-2 input gradient at 7x7 (reuse 63) and its layer-3 weight
-    gradients (1600) 1.0-1.2x. Weights a point or a few use each (ResNet-3D's
+    gradients (1600) 1.0-1.25x. Weights a point or a few use each (ResNet-3D's
     3x3x3 input gradients over 1x2x2 and 1x4x4, reuse 1.2 and 7.4) stream
     from memory, best in address order: window loops outside ran them 0.73x.
 
@@ -856,7 +857,7 @@ def _clipped_windows_outside(st, sc_axis, operands):
         return order
     share = condition_share(conjunction(index_conds),
                             [a for a in st.spatial + st.reduce_axes if id(a) in tied])
-    reuse = min((_reuse(st, sc_axis, t) for t in operands), default=_reuse(st, sc_axis))
+    reuse = min(_reuse(st, sc_axis, t) for t in operands)
     if share >= CLIPPED_WINDOW_SHARE or reuse * share < CLIPPED_WINDOW_REUSE:
         return order
     return window + [k for k in order if k not in window]
