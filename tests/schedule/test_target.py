@@ -341,11 +341,10 @@ def test_channel_tiles_read_a_contiguous_operand_in_place(width, bytes_):
     assert default_config(kernels_for([conv])[-1]).stages[-1].pack
 
 
-def _strided_conv_input_grad(batch, channels, size, kernel, stride, padding, nd=2):
-    conv = nf.nn.conv2d if nd == 2 else nf.nn.conv3d
-    x = nf.placeholder((batch, channels) + (size,) * nd, name="x")
-    w = nf.placeholder((channels, channels) + (kernel,) * nd, name="w")
-    y = conv(x, w, stride=stride, padding=padding)
+def _conv_input_grad(batch, channels, size, kernel, stride, padding):
+    x = nf.placeholder((batch, channels, size, size), name="x")
+    w = nf.placeholder((channels, channels, kernel, kernel), name="w")
+    y = nf.nn.conv2d(x, w, stride=stride, padding=padding)
     g = nf.placeholder(y.shape, name="g")
     dx, = nf.grad(y, [x], head=g)
     return x, w, g, dx
@@ -353,9 +352,9 @@ def _strided_conv_input_grad(batch, channels, size, kernel, stride, padding, nd=
 
 @pytest.mark.parametrize("bytes_", ["32", "64"])
 @pytest.mark.parametrize("case, window_outside", [
-    ((5, 16, 13, 9, 2, 0, 2), True),     # CapsNet's 9x9/2 onto 3x3: 5x5 taps per phase, clipped
-    ((2, 16, 2, 3, 1, 1, 2), False),     # 3x3 onto 2x2: clipped, but each weight serves 4 points
-    ((2, 16, 9, 3, 1, 1, 2), False)])    # 3x3 onto 9x9: clipped at the borders only
+    ((5, 16, 13, 9, 2, 0), True),     # CapsNet's 9x9/2 onto 3x3: 5x5 taps per phase, clipped
+    ((2, 16, 2, 3, 1, 1), False),     # 3x3 onto 2x2: clipped, but each weight serves 4 points
+    ((2, 16, 9, 3, 1, 1), False)])    # 3x3 onto 9x9: clipped at the borders only
 def test_clipped_windows_go_outside_the_channel_sum(width, bytes_, case, window_outside):
     """A strided conv's input gradient whose window most output points see
     only in part runs its window loops outside the channel sum (a constant
@@ -364,8 +363,8 @@ def test_clipped_windows_go_outside_the_channel_sum(width, bytes_, case, window_
     the declared order stays. Values against torch in float64, odd sizes."""
     import torch.nn.functional as F
     width(bytes_)
-    batch, channels, size, kernel, stride, padding, nd = case
-    x, w, g, dx = _strided_conv_input_grad(batch, channels, size, kernel, stride, padding, nd)
+    batch, channels, size, kernel, stride, padding = case
+    x, w, g, dx = _conv_input_grad(batch, channels, size, kernel, stride, padding)
     f = nf.build(dx, [w, g], database=False)
     sc = next(sc for k, c in zip(f.kernels, f.configs) for t, sc in zip(k.stages, c.stages)
               if sc.pack and t.op.body is not None and any(a.startswith("r") for a in sc.order))
