@@ -36,8 +36,6 @@ ceilings against eager and torch.compile, and their geometric means.
 import argparse
 import ctypes
 import json
-import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -115,14 +113,11 @@ def gemm_rate(side, n=1024, calls=10):
         A, B = nf.placeholder((n, n), name="A"), nf.placeholder((n, n), name="B")
         f = nf.build(nf.nn.matmul(A, B), [A, B], database=False)
         fn = lambda: f(a, b)                                            # noqa: E731
+    from neoflow.zoo.solo import time_blocks
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
+    (median_ms,) = time_blocks(fn, calls, 1)
+    return 2 * n ** 3 / median_ms / 1e6
 
 
 def contraction_flops(network, preset="default"):
@@ -185,12 +180,9 @@ def from_bench(path, networks):
             for n in networks}
 
 
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def report(times, flops, peak, gemm):
     """The markdown table and the geometric means."""
+    from neoflow.zoo.report import geomean
     lines = ["| network | NeoFlow ms | eager ms | compile ms | x eager | GFLOP (torch's "
              "contractions; NeoFlow's kernels) | floor ms at peak (the smaller) | ceiling x eager | "
              "ceiling x compile | NeoFlow's x eager / ceiling |",

@@ -855,9 +855,11 @@ def _clipped_windows_outside(st, sc_axis, operands):
     window = [k for k in order if id(st.reduce_axes[k]) in tied]
     if not window or len(window) == len(order):
         return order
+    reuse = min(_reuse(st, sc_axis, t) for t in operands)
+    if reuse < CLIPPED_WINDOW_REUSE:     # no share can make up for it: skip counting
+        return order
     share = condition_share(conjunction(index_conds),
                             [a for a in st.spatial + st.reduce_axes if id(a) in tied])
-    reuse = min(_reuse(st, sc_axis, t) for t in operands)
     if share >= CLIPPED_WINDOW_SHARE or reuse * share < CLIPPED_WINDOW_REUSE:
         return order
     return window + [k for k in order if k not in window]

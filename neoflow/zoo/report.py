@@ -57,13 +57,18 @@ def geomeans(rows):
             continue
         pairs = [speedups(r) for r in members]
         compiled = [c for _, c in pairs if c is not None]
-        out[group] = {"eager": _geomean([e for e, _ in pairs]),
-                      "compile": _geomean(compiled) if len(compiled) == len(pairs) else None,
+        out[group] = {"eager": geomean([e for e, _ in pairs]),
+                      "compile": geomean(compiled) if len(compiled) == len(pairs) else None,
                       "networks": len(members)}
     return out
 
 
-def _geomean(values):
+def geomean(values):
+    """The geometric mean of positive numbers.
+
+    >>> geomean([1.0, 4.0])
+    2.0
+    """
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
